@@ -1,0 +1,90 @@
+"""The GePPO objective, its diagnostics and the adaptive learning-rate rule (paper Sections 4-5).
+
+Notation, per sample (s, a) collected by the behaviour policy mu = pi_{k-i}:
+
+    rho    = pi_theta(a|s) / mu(a|s)    the ratio being optimised
+    center = pi_k(a|s)     / mu(a|s)    where rho starts this update (1 for fresh samples)
+    w      = nu[i] * M                  the policy weight of the sample's age (mean 1)
+
+Loss (to minimise): mean(w * max(-rho * A, -clip(rho, center - eps, center + eps) * A)).
+With mu = pi_k and w = 1 this is PPO's clipped surrogate.
+
+Pure torch; no Ray. Both API stacks call these functions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+Tensor = torch.Tensor
+
+#: Added to the standard deviation when standardising advantages (authors' code).
+ADV_STD_EPS = 1e-8
+
+
+def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) -> Tensor:
+    """Standardise advantages so that the update's starting point ``center * w * A`` has mean 0.
+
+    In the off-policy setting the quantity with zero expectation under the behaviour data is
+    ``(pi_k / mu) * A`` (paper Appendix C), so the mean is ``mean(r w A) / mean(r w)`` and the
+    scale ``std(r w A)`` with r = center. Reduces to ordinary standardisation for r = w = 1.
+    No gradient flows through the statistics.
+    """
+    with torch.no_grad():
+        rwa = center * weights * advantages
+        mean = rwa.mean() / (center * weights).mean()
+        std = rwa.std(unbiased=False) + ADV_STD_EPS
+    return (advantages - mean) / std
+
+
+def clipped_surrogate_loss(
+    logp: Tensor,
+    behaviour_logp: Tensor,
+    pik_logp: Tensor,
+    advantages: Tensor,
+    weights: Tensor,
+    clip_eps: float,
+) -> Tensor:
+    """The generalized clipped objective, negated for minimisation (paper eq. 9).
+
+    Args:
+        logp: log pi_theta(a|s), with gradient.
+        behaviour_logp: log mu(a|s) of the policy that collected the sample.
+        pik_logp: log pi_k(a|s), the policy at the start of this update (no gradient).
+        advantages: A^{pi_k}(s, a), standardised.
+        weights: per-sample policy weights w (mean 1 over the store).
+        clip_eps: eps_GePPO; the clip range is ``center +- clip_eps``.
+    """
+    rho = torch.exp(logp - behaviour_logp)
+    center = torch.exp(pik_logp - behaviour_logp).detach()
+    clipped = torch.clamp(rho, center - clip_eps, center + clip_eps)
+    return torch.mean(weights * torch.maximum(-rho * advantages, -clipped * advantages))
+
+
+def tv_estimate(logp: Tensor, behaviour_logp: Tensor, pik_logp: Tensor, weights: Tensor) -> Tensor:
+    """Sample estimate of E_nu E_{d^{pi_{k-i}}}[TV(pi_theta, pi_k)(s)] (Lemma 2):
+    ``0.5 * mean(w * |pi_theta/mu - pi_k/mu|)``."""
+    return 0.5 * torch.mean(weights * torch.abs(torch.exp(logp - behaviour_logp)
+                                                - torch.exp(pik_logp - behaviour_logp)))
+
+
+def clip_fraction(logp: Tensor, behaviour_logp: Tensor, pik_logp: Tensor, clip_eps: float) -> Tensor:
+    """Fraction of samples whose ratio left the clip range ``|pi_theta/mu - pi_k/mu| > eps``."""
+    gap = torch.exp(logp - behaviour_logp) - torch.exp(pik_logp - behaviour_logp)
+    return (gap.abs() > clip_eps).float().mean()
+
+
+def adapt_lr(lr: float, tv: float, clip_eps: float, *, factor: float = 0.03,
+             min_ratio: float = 0.5) -> float:
+    """Algorithm 1's learning-rate rule.
+
+    Returns ``lr / (1 + factor)`` if ``tv > eps/2``, ``lr * (1 + factor)`` if
+    ``tv < min_ratio * eps/2``, else ``lr`` unchanged. ``factor`` is alpha (default 0.03),
+    ``min_ratio`` is beta (default 0.5; 0 means the lr only falls).
+    """
+    target = 0.5 * clip_eps
+    if tv > target:
+        return lr / (1.0 + factor)
+    if tv < min_ratio * target:
+        return lr * (1.0 + factor)
+    return lr

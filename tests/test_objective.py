@@ -1,0 +1,111 @@
+"""The generalized clipped objective, TV estimate and lr rule."""
+
+import math
+
+import pytest
+import torch
+
+from rllib_geppo.objective import (
+    adapt_lr,
+    clip_fraction,
+    clipped_surrogate_loss,
+    standardize_advantages,
+    tv_estimate,
+)
+
+
+def ppo_loss(logp, old_logp, adv, eps):
+    """PPO's clipped surrogate (Schulman et al. 2017), written independently."""
+    ratio = torch.exp(logp - old_logp)
+    return -torch.mean(torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv))
+
+
+def test_equals_ppo_on_policy_with_unit_weights():
+    g = torch.Generator().manual_seed(0)
+    old = torch.randn(256, generator=g, dtype=torch.float64)
+    logp = old + 0.3 * torch.randn(256, generator=g, dtype=torch.float64)
+    adv = torch.randn(256, generator=g, dtype=torch.float64)
+    ours = clipped_surrogate_loss(logp, old, old, adv, torch.ones(256, dtype=torch.float64), 0.2)
+    torch.testing.assert_close(ours, ppo_loss(logp, old, adv, 0.2))
+
+
+def test_clip_range_is_centred_at_pik_over_mu():
+    # mu = 1, pi_k = 2 (center 2), eps = 0.1. rho = 2.5 is outside [1.9, 2.1].
+    logp = torch.tensor([math.log(2.5), math.log(2.5)], requires_grad=True)
+    mu, pik = torch.zeros(2), torch.full((2,), math.log(2.0))
+    adv = torch.tensor([1.0, -1.0])
+    loss = clipped_surrogate_loss(logp, mu, pik, adv, torch.ones(2), 0.1)
+    # A > 0: clipped term -2.1 is the max -> loss 0.5*(-2.1); A < 0: -rho*A = 2.5 wins.
+    assert loss.item() == pytest.approx(0.5 * (-2.1 + 2.5))
+    loss.backward()
+    # Clipping blocks a further increase of rho for A > 0: zero gradient there.
+    assert logp.grad[0].item() == 0.0
+    assert logp.grad[1].item() == pytest.approx(0.5 * 2.5)  # d/dlogp of rho/2
+
+
+def test_gradient_zero_below_range_for_negative_advantage():
+    # rho = 1.5 < center - eps = 1.9 and A < 0: clipping blocks further decrease.
+    logp = torch.tensor([math.log(1.5)], requires_grad=True)
+    loss = clipped_surrogate_loss(logp, torch.zeros(1), torch.full((1,), math.log(2.0)),
+                                  torch.tensor([-1.0]), torch.ones(1), 0.1)
+    loss.backward()
+    assert logp.grad.item() == 0.0
+
+
+def test_weights_scale_each_sample():
+    logp = torch.zeros(2, requires_grad=True)
+    loss = clipped_surrogate_loss(logp, torch.zeros(2), torch.zeros(2), torch.ones(2),
+                                  torch.tensor([1.5, 0.5]), 0.2)
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([-0.75, -0.25]))
+
+
+def test_standardization_centres_ratio_weighted_advantages():
+    g = torch.Generator().manual_seed(1)
+    adv = torch.randn(1000, generator=g) * 3 + 2
+    center = torch.exp(0.2 * torch.randn(1000, generator=g))
+    w = torch.rand(1000, generator=g) + 0.5
+    out = standardize_advantages(adv, center, w)
+    assert (center * w * out).mean().item() == pytest.approx(0.0, abs=1e-5)
+    # With r = w = 1 it is ordinary standardisation.
+    plain = standardize_advantages(adv, torch.ones(1000), torch.ones(1000))
+    torch.testing.assert_close(plain, (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8))
+
+
+def test_tv_estimate_converges_to_exact_gaussian_tv():
+    # mu = pi_k = N(0, 1), pi = N(0.5, 1): TV = 2*Phi(0.25) - 1.
+    g = torch.Generator().manual_seed(0)
+    actions = torch.randn(400_000, generator=g, dtype=torch.float64)
+    normal = torch.distributions.Normal
+    mu_logp = normal(0.0, 1.0).log_prob(actions)
+    pi_logp = normal(0.5, 1.0).log_prob(actions)
+    exact = 2 * normal(0.0, 1.0).cdf(torch.tensor(0.25, dtype=torch.float64)) - 1
+    estimate = tv_estimate(pi_logp, mu_logp, mu_logp, torch.ones_like(actions))
+    assert estimate.item() == pytest.approx(exact.item(), abs=3e-3)
+
+
+def test_tv_estimate_off_policy_behaviour():
+    # Samples from mu = N(0, 1); pi_k = N(0.3, 1), pi = N(0.8, 1): the estimate targets
+    # E_mu[|pi - pi_k| / mu] / 2 = TV(pi, pi_k) = 2*Phi(0.25) - 1.
+    g = torch.Generator().manual_seed(2)
+    actions = torch.randn(400_000, generator=g, dtype=torch.float64)
+    normal = torch.distributions.Normal
+    mu, pik, pi = (normal(m, 1.0).log_prob(actions) for m in (0.0, 0.3, 0.8))
+    exact = 2 * normal(0.0, 1.0).cdf(torch.tensor(0.25, dtype=torch.float64)) - 1
+    assert tv_estimate(pi, mu, pik, torch.ones_like(actions)).item() == pytest.approx(exact.item(), abs=5e-3)
+
+
+def test_clip_fraction_counts_ratios_outside_the_range():
+    logp = torch.log(torch.tensor([1.0, 1.05, 1.3, 0.7]))
+    zeros = torch.zeros(4)
+    assert clip_fraction(logp, zeros, zeros, 0.2).item() == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("tv,expected", [(0.06, 1e-3 / 1.03), (0.04, 1e-3), (0.02, 1e-3 * 1.03)])
+def test_adapt_lr(tv, expected):
+    # eps = 0.1: target eps/2 = 0.05, lower threshold beta*eps/2 = 0.025.
+    assert adapt_lr(1e-3, tv, 0.1, factor=0.03, min_ratio=0.5) == pytest.approx(expected)
+
+
+def test_adapt_lr_with_beta_zero_only_falls():
+    assert adapt_lr(1e-3, 0.0, 0.1, factor=0.03, min_ratio=0.0) == pytest.approx(1e-3)
