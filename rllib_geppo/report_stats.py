@@ -1,0 +1,202 @@
+"""The arithmetic of the paper's Table 1, on curves aligned on env steps.
+
+A curve is one trial's per-iteration series: ``steps`` (env steps sampled, lifetime, at the end of
+each training iteration) and ``values`` (the metric of that iteration). Curves of different trials
+report at different step counts (GePPO collects 1024 steps per iteration, PPO 2048), so every
+comparison first interpolates them linearly onto one common grid of env steps.
+
+Pure numpy, no I/O: the report module reads Tune's files and the plots module draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Array = np.ndarray
+Curve = tuple[Array, Array]  # (env steps, values), one point per training iteration
+
+
+@dataclass(frozen=True)
+class Run:
+    """One trial's per-iteration series (NaN return: no episode completed in that iteration)."""
+
+    steps: Array  # env steps sampled, lifetime
+    returns: Array  # mean undiscounted return of the episodes completed in the iteration
+    time_s: Array  # training wall time, lifetime (Tune's time_total_s), seconds
+
+
+@dataclass(frozen=True)
+class Band:
+    """Mean over seeds of aligned curves and its standard error, per grid point."""
+
+    mean: Array
+    se: Array  # NaN with a single seed
+    n: int
+
+
+@dataclass(frozen=True)
+class Row:
+    """One (environment, variant) row of the table; returns are means over seeds."""
+
+    env: str
+    variant: str
+    seeds: int
+    excluded: int  # trials flagged (stopped early, crashed) and left out of the means
+    budget: float  # env steps
+    avg: float  # mean return over training (time average over env steps)
+    avg_se: float
+    final: float  # return at the budget
+    final_se: float
+    avg_vs_baseline_pct: float  # NaN: no baseline, or this is the baseline
+    final_vs_baseline_pct: float
+    steps_to_baseline_final: float  # env steps; NaN: not reached or no baseline
+    env_steps_per_s: float  # budget / mean training wall time to reach it
+    time_to_baseline_final_s: float  # training wall time; NaN as for steps
+
+
+def valid_points(steps: Array, values: Array) -> tuple[Array, Array]:
+    """The points of a curve whose value is finite (iterations without an episode are skipped)."""
+    keep = np.isfinite(values)
+    return np.asarray(steps, float)[keep], np.asarray(values, float)[keep]
+
+
+def common_budget(ends: Sequence[tuple[float, float]]) -> float:
+    """The largest env-step budget that every trial run to completion covers.
+
+    Args:
+        ends: per trial, (env steps at its last report, env steps of its last iteration).
+
+    Trials stopped by the same ``num_env_steps_sampled_lifetime >= C`` criterion all end in
+    [C, furthest), and the furthest overshoots C by less than one iteration; so a trial ending
+    more than the longest iteration before the furthest stopped early.
+    """
+    furthest = max(last for last, _ in ends)
+    longest = max(size for _, size in ends)
+    return min(last for last, _ in ends if last > furthest - longest)
+
+
+def step_grid(curves_steps: Sequence[Array], start: float, budget: float) -> Array:
+    """Common grid: every reported step of every curve within [start, budget], plus both ends.
+
+    Holding all knots makes the grid exact: each aligned curve, and so their mean, is linear
+    between neighbouring grid points, so averages and crossings below carry no grid error.
+    """
+    knots = np.concatenate([np.asarray(s, float) for s in curves_steps] + [[start, budget]])
+    return np.unique(knots[(knots >= start) & (knots <= budget)])
+
+
+def align(steps: Array, values: Array, grid: Array) -> Array:
+    """Linear interpolation of one curve onto ``grid``, which must lie within its finite points."""
+    xs, ys = valid_points(steps, values)
+    if xs.size == 0 or grid[0] < xs[0] or grid[-1] > xs[-1]:
+        raise ValueError(f"grid [{grid[0]}, {grid[-1]}] is outside the curve's reported steps")
+    return np.interp(grid, xs, ys)
+
+
+def band(aligned: Array) -> Band:
+    """Mean and standard error over seeds (rows) of aligned curves."""
+    aligned = np.atleast_2d(aligned)
+    n = aligned.shape[0]
+    se = aligned.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.full(aligned.shape[1], np.nan)
+    return Band(mean=aligned.mean(axis=0), se=se, n=n)
+
+
+def mean_and_se(samples: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (NaN with a single sample)."""
+    b = band(np.asarray(samples, float)[:, None])
+    return float(b.mean[0]), float(b.se[0])
+
+
+def time_average(grid: Array, values: Array) -> float:
+    """Average of a curve over the env steps it spans (trapezoid rule: exact between knots)."""
+    if grid[-1] == grid[0]:
+        return float(values[0])
+    area = np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2  # np.trapezoid needs numpy 2
+    return float(area / (grid[-1] - grid[0]))
+
+
+def first_crossing(grid: Array, values: Array, level: float) -> float:
+    """First env step at which the curve reaches ``level`` (NaN if it never does)."""
+    above = np.nonzero(values >= level)[0]
+    if above.size == 0:
+        return float("nan")
+    i = above[0]
+    if i == 0:
+        return float(grid[0])
+    # The curve is linear between knots: solve for the crossing inside [grid[i-1], grid[i]].
+    frac = (level - values[i - 1]) / (values[i] - values[i - 1])
+    return float(grid[i - 1] + frac * (grid[i] - grid[i - 1]))
+
+
+def improvement_pct(value: float, baseline: float) -> float:
+    """Percent improvement over the baseline; divides by |baseline| so that a higher return
+    is a positive improvement for negative returns too (NaN for a zero baseline)."""
+    if baseline == 0 or not np.isfinite(baseline):
+        return float("nan")
+    return 100.0 * (value - baseline) / abs(baseline)
+
+
+
+def grid_start(curves: Sequence[Curve]) -> float:
+    """The first env step at which every curve has a finite value (no extrapolation)."""
+    return max(valid_points(steps, values)[0][0] for steps, values in curves)
+
+
+def align_all(curves: Sequence[Curve], grid: Array) -> Array:
+    """Each curve on the grid, one row per curve."""
+    return np.stack([align(steps, values, grid) for steps, values in curves])
+
+
+def compare_variants(
+    env: str,
+    runs: Mapping[str, Sequence[Run]],
+    budget: float,
+    baseline: str,
+    excluded: Mapping[str, int] | None = None,
+) -> tuple[Array, dict[str, Band], list[Row]]:
+    """Table rows for one environment, all variants aligned on one grid.
+
+    Args:
+        env: environment name, copied into the rows.
+        runs: variant name -> its complete runs (each reaching ``budget``), at least one each.
+        budget: env steps; "final" is the value there.
+        baseline: the variant the others are compared with (paper: "PPO").
+        excluded: variant name -> number of flagged trials left out, for the rows.
+
+    Returns:
+        The grid, each variant's return band on it, and one row per variant.
+    """
+    curves = {v: [(r.steps, r.returns) for r in rs] for v, rs in runs.items()}
+    all_curves = [c for cs in curves.values() for c in cs]
+    grid = step_grid([steps for steps, _ in all_curves], grid_start(all_curves), budget)
+    returns = {v: align_all(cs, grid) for v, cs in curves.items()}
+    bands = {v: band(a) for v, a in returns.items()}
+    avgs = {v: mean_and_se([time_average(grid, c) for c in a]) for v, a in returns.items()}
+    finals = {v: mean_and_se(a[:, -1]) for v, a in returns.items()}
+    nan = float("nan")
+    base_avg, base_final = avgs.get(baseline, (nan,))[0], finals.get(baseline, (nan,))[0]
+
+    def vs_baseline(variant: str, value: float, base: float) -> float:
+        return nan if variant == baseline else improvement_pct(value, base)
+
+    rows = []
+    for variant in runs:
+        # Training time is reported every iteration (finite), so plain interpolation suffices.
+        times = np.mean([np.interp(grid, r.steps, r.time_s) for r in runs[variant]], axis=0)
+        cross = first_crossing(grid, bands[variant].mean, base_final)
+        rows.append(Row(
+            env=env, variant=variant, seeds=bands[variant].n,
+            excluded=(excluded or {}).get(variant, 0), budget=budget,
+            avg=avgs[variant][0], avg_se=avgs[variant][1],
+            final=finals[variant][0], final_se=finals[variant][1],
+            avg_vs_baseline_pct=vs_baseline(variant, avgs[variant][0], base_avg),
+            final_vs_baseline_pct=vs_baseline(variant, finals[variant][0], base_final),
+            steps_to_baseline_final=cross,
+            env_steps_per_s=budget / times[-1],
+            time_to_baseline_final_s=float(np.interp(cross, grid, times)) if np.isfinite(cross)
+            else nan,
+        ))
+    return grid, bands, rows
