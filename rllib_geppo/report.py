@@ -1,0 +1,487 @@
+"""``rllib-geppo report``: the paper's Table 1 and figures from Ray Tune result folders.
+
+Reads every Tune trial folder (``params.json`` + ``result.json``) under the given paths, groups
+trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
+``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``.
+
+Variants: a GePPO trial with ``sample_reuse`` is "GePPO"; without it, "PPO" (fixed lr) or
+"PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO"; any other trainable keeps its name.
+
+The arithmetic lives in :mod:`rllib_geppo.report_stats`, the drawing in
+:mod:`rllib_geppo.report_plots`; this module reads files, decides which trials count and writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rllib_geppo import report_stats as stats
+from rllib_geppo.report_plots import ReturnsPanel, TVPanel, returns_figure, tv_figure
+from rllib_geppo.report_stats import Array, Row, Run
+
+logger = logging.getLogger(__name__)
+
+# In Ray 2.60 this is the mean return of the episodes completed during the iteration, which is
+# the paper's curve: RLlib's windowed MeanStats is cleared at every reduce, so the
+# ``metrics_num_episodes_for_smoothing`` window (100) only caps the episodes of one iteration.
+# With 2+ env runners it is the mean of the runners' means.
+RETURN_KEY = "env_runners/episode_return_mean"
+STEPS_KEY = "num_env_steps_sampled_lifetime"
+TIME_KEY = "time_total_s"  # training time: sum of time_this_iter_s, without Tune's set-up
+TV_KEY = "learners/default_policy/tv"
+TV_TARGET_KEY = "learners/default_policy/tv_target"
+#: Table and legend order; variants not listed follow in name order.
+VARIANT_ORDER = ("GePPO", "PPO", "PPO-Adapt", "RLlib PPO")
+EXIT_BAD_INPUT = 2
+
+
+class ReportError(Exception):
+    """Input that leaves nothing to report; the message names the folder and what was expected."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One Tune trial as read from disk."""
+
+    path: Path
+    env: str
+    variant: str
+    seed: int | None
+    run: Run | None  # None: no usable results
+    tv: Array | None  # per iteration, aligned with run.steps; NaN where not logged
+    tv_target: Array | None
+    problem: str | None  # why it cannot be averaged in whatever the budget (crash, no results)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A trial left out of the averages, and why."""
+
+    trial: Trial
+    reason: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the output files show."""
+
+    rows: list[Row]
+    returns_panels: list[ReturnsPanel]
+    tv_panels: list[TVPanel]  # environments where some variant logged TV
+    flags: list[Flag]
+    baseline: str
+    return_key: str
+
+
+# ----------------------------------------------------------------------------- reading folders
+
+
+def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
+    """Tune trial folders (holding ``params.json``) at or below each path, without duplicates.
+
+    Raises:
+        ReportError: a path is missing or holds no trial folder.
+    """
+    found: dict[Path, None] = {}  # ordered set: a folder given twice counts once
+    for root in paths:
+        if not root.is_dir():
+            raise ReportError(f"{root}: no such directory (expected a Tune results or experiment "
+                              "directory)")
+        trials = _walk_trials(root)
+        if not trials:
+            raise ReportError(f"{root}: no Tune trial folders found (expected folders holding "
+                              "params.json and result.json, as ray.tune.Tuner writes them)")
+        found.update((t.resolve(), None) for t in trials)
+    return list(found)
+
+
+def _walk_trials(root: Path) -> list[Path]:
+    trials = []
+    for folder, subfolders, files in os.walk(root):
+        if "params.json" in files:
+            trials.append(Path(folder))
+            subfolders.clear()  # a trial's subfolders are checkpoints: don't walk them
+    return sorted(trials)
+
+
+@lru_cache(maxsize=None)
+def _experiment_state(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
+    """Trial folder name -> Tune's saved trial record (``trainable_name``, ``status``), read from
+    the newest ``experiment_state-*.json``; empty when absent or unreadable (copied folders)."""
+    files = sorted(experiment_dir.glob("experiment_state-*.json"))
+    if not files:
+        return {}
+    try:
+        # Each trial_data entry is [trial record JSON, run metadata JSON].
+        trial_data = json.loads(files[-1].read_text())["trial_data"]
+        records = [json.loads(entry[0]) for entry in trial_data]
+        return {r["relative_logdir"]: r for r in records}
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
+        logger.warning("%s: unreadable experiment state (%s); using folder names", files[-1], err)
+        return {}
+
+
+def variant_name(algorithm: str, params: Mapping[str, Any]) -> str:
+    """The paper's name for a trial's algorithm variant."""
+    if algorithm == "GePPO":
+        if params.get("sample_reuse", True):
+            return "GePPO"
+        return "PPO-Adapt" if params.get("adaptive_lr", False) else "PPO"
+    return "RLlib PPO" if algorithm == "PPO" else algorithm
+
+
+def _lookup(result: Mapping[str, Any], key: str) -> float:
+    """A "/"-separated key of a nested result dict as a float; NaN when absent."""
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return math.nan
+        node = node[part]
+    return float(node) if isinstance(node, (int, float)) else math.nan
+
+
+def read_results(trial_dir: Path) -> list[dict[str, Any]]:
+    """The iterations in ``result.json``, one dict each; a torn last line (a killed run) is
+    skipped, and iterations repeated after a restore from checkpoint replace the earlier ones."""
+    path = trial_dir / "result.json"
+    if not path.is_file():
+        return []
+    results: list[dict[str, Any]] = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            result = json.loads(line)
+        except json.JSONDecodeError:
+            logger.warning("%s:%d: unreadable line skipped", path, number)
+            continue
+        step = _lookup(result, STEPS_KEY)
+        while results and _lookup(results[-1], STEPS_KEY) >= step:  # rewound by a restore
+            results.pop()
+        results.append(result)
+    return results
+
+
+def _series(results: Sequence[Mapping[str, Any]], key: str) -> Array:
+    return np.array([_lookup(r, key) for r in results], dtype=float)
+
+
+def _optional_series(results: Sequence[Mapping[str, Any]], key: str) -> Array | None:
+    values = _series(results, key)
+    return values if np.isfinite(values).any() else None
+
+
+def _problem(trial_dir: Path, status: str | None, params: Mapping[str, Any],
+             results: Sequence[Mapping[str, Any]], returns: Array, return_key: str) -> str | None:
+    """Why the trial cannot be averaged in whatever the budget, or None.
+
+    Tune's saved status wins over a leftover ``error.txt``, which stays behind when a retry
+    (``max_failures``) succeeds.
+    """
+    if status == "ERROR":
+        return "crashed (Tune status ERROR)"
+    if status is None and (trial_dir / "error.txt").is_file():
+        return "crashed (error.txt)"
+    if not params:
+        return "params.json unreadable"
+    if not results:
+        return "no results (result.json missing or empty)"
+    if not np.isfinite(returns).any():
+        return f"no finite {return_key} reported"
+    return None
+
+
+def _read_params(trial_dir: Path) -> dict[str, Any]:
+    """The trial's config dict; empty when unreadable."""
+    try:
+        params = json.loads((trial_dir / "params.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def load_trial(trial_dir: Path, return_key: str = RETURN_KEY) -> Trial:
+    """Read one trial folder; problems are recorded on the trial rather than raised."""
+    record = _experiment_state(trial_dir.parent).get(trial_dir.name, {})
+    # Folder names are "<trainable>_<env>_<id>_...": the fallback for copied folders.
+    name_parts = trial_dir.name.split("_") + ["?"]
+    params = _read_params(trial_dir)
+    results = read_results(trial_dir)
+    run = Run(_series(results, STEPS_KEY), _series(results, return_key), _series(results, TIME_KEY))
+    return Trial(
+        path=trial_dir,
+        env=str(params.get("env") or name_parts[1]),
+        variant=variant_name(record.get("trainable_name") or name_parts[0], params),
+        seed=params.get("seed"),
+        run=run if results else None,
+        tv=_optional_series(results, TV_KEY),
+        tv_target=_optional_series(results, TV_TARGET_KEY),
+        problem=_problem(trial_dir, record.get("status"), params, results, run.returns, return_key),
+    )
+
+
+def load_trials(paths: Sequence[Path], return_key: str = RETURN_KEY) -> list[Trial]:
+    """All trials under the paths. Raises ReportError when no trial has usable results."""
+    trials = [load_trial(d, return_key) for d in find_trial_dirs(paths)]
+    if all(t.problem for t in trials):
+        listing = "; ".join(f"{t.path}: {t.problem}" for t in trials)
+        raise ReportError(f"no trial with results under {', '.join(map(str, paths))} ({listing})")
+    return trials
+
+
+# ----------------------------------------------------------------------------- selecting trials
+
+
+def _curve_end(run: Run) -> tuple[float, float]:
+    """(env steps at the last reported return, env steps of the last iteration)."""
+    steps, _ = stats.valid_points(run.steps, run.returns)
+    return float(steps[-1]), float(steps[-1] - (steps[-2] if len(steps) > 1 else 0.0))
+
+
+def split_by_budget(trials: Sequence[Trial],
+                    budget: float | None) -> tuple[float, list[Trial], list[Flag]]:
+    """One environment's trials that reach the budget, and the others flagged.
+
+    Args:
+        trials: trials of one environment without a ``problem``.
+        budget: env steps, or None for the largest budget all complete trials reach.
+    """
+    ends = {t.path: _curve_end(t.run) for t in trials}
+    if budget is None:
+        budget = stats.common_budget(list(ends.values()))
+    kept = [t for t in trials if ends[t.path][0] >= budget]
+    flags = [Flag(t, f"stopped early at {ends[t.path][0]:,.0f} env steps (budget {budget:,.0f})")
+             for t in trials if ends[t.path][0] < budget]
+    return budget, kept, flags
+
+
+def _variant_key(variant: str) -> tuple[int, str]:
+    rank = VARIANT_ORDER.index(variant) if variant in VARIANT_ORDER else len(VARIANT_ORDER)
+    return rank, variant
+
+
+def _group(trials: Iterable[Trial], key: Callable[[Trial], str],
+           order: Callable[[str], Any] | None = None) -> dict[str, list[Trial]]:
+    """Trials by ``key``, the groups sorted by ``order`` of their key."""
+    groups: dict[str, list[Trial]] = defaultdict(list)
+    for t in trials:
+        groups[key(t)].append(t)
+    return {k: groups[k] for k in sorted(groups, key=order)}
+
+
+# ----------------------------------------------------------------------------- building the report
+
+
+def _tv_panel(env: str, by_variant: Mapping[str, list[Trial]], budget: float) -> TVPanel | None:
+    """TV bands of the variants whose kept trials all logged TV, up to the budget."""
+    logged = {v: ts for v, ts in by_variant.items() if all(t.tv is not None for t in ts)}
+    if not logged:
+        return None
+    curves = {v: [(t.run.steps, t.tv) for t in ts] for v, ts in logged.items()}
+    all_curves = [c for cs in curves.values() for c in cs]
+    start = stats.grid_start(all_curves)
+    if start > budget:
+        return None
+    grid = stats.step_grid([steps for steps, _ in all_curves], start, budget)
+    bands = {v: stats.band(stats.align_all(cs, grid)) for v, cs in curves.items()}
+    targets = {v: float(np.nanmedian(np.concatenate([t.tv_target for t in ts])))
+               for v, ts in logged.items() if all(t.tv_target is not None for t in ts)}
+    return TVPanel(env=env, grid=grid, bands=bands, targets=targets)
+
+
+def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baseline: str,
+                flags: list[Flag]) -> tuple[list[Row], ReturnsPanel | None, TVPanel | None]:
+    """One environment's rows and panels; appends the trials stopped early to ``flags``."""
+    env_budget, kept, early = split_by_budget(trials, budget)
+    flags += early
+    if not kept or stats.grid_start([(t.run.steps, t.run.returns) for t in kept]) > env_budget:
+        logger.warning("%s: no trial has returns up to the budget of %s env steps", env,
+                       f"{env_budget:,.0f}")
+        return [], None, None
+    by_variant = _group(kept, lambda t: t.variant, _variant_key)
+    excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in flags)
+                for v in by_variant}
+    runs = {v: [t.run for t in ts] for v, ts in by_variant.items()}
+    grid, bands, rows = stats.compare_variants(env, runs, env_budget, baseline, excluded)
+    base_final = next((r.final for r in rows if r.variant == baseline), math.nan)
+    panel = ReturnsPanel(env=env, grid=grid, bands=bands, baseline=baseline,
+                         baseline_final=base_final,
+                         crossings={r.variant: r.steps_to_baseline_final for r in rows})
+    return rows, panel, _tv_panel(env, by_variant, env_budget)
+
+
+def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
+                 return_key: str = RETURN_KEY) -> Report:
+    """Group, flag, align and compare. Raises ReportError when no environment has a trial left."""
+    flags = [Flag(t, t.problem) for t in trials if t.problem]
+    report = Report([], [], [], flags, baseline, return_key)
+    for env, env_trials in _group((t for t in trials if not t.problem), lambda t: t.env).items():
+        rows, returns_panel, tv_panel = _report_env(env, env_trials, budget, baseline, flags)
+        report.rows.extend(rows)
+        report.returns_panels.extend([returns_panel] if returns_panel else [])
+        report.tv_panels.extend([tv_panel] if tv_panel else [])
+    for flag in flags:
+        logger.warning("excluded %s (%s, %s, seed %s): %s", flag.trial.path, flag.trial.env,
+                       flag.trial.variant, flag.trial.seed, flag.reason)
+    if not report.rows:
+        raise ReportError("no trial reaches the budget in any environment: "
+                          + "; ".join(f"{f.trial.path}: {f.reason}" for f in flags))
+    return report
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _fmt_return(value: float, se: float) -> str:
+    number = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if not math.isfinite(se):
+        return number
+    return f"{number} ± {se:,.0f}" if abs(value) >= 100 else f"{number} ± {se:.2g}"
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
+    """The columns relative to the baseline: "n/a" without a baseline run, "—" on its own row."""
+    if not has_baseline:
+        return ["n/a"] * 4
+    pct = ["—" if row.variant == baseline else f"{p:+.1f}%" if math.isfinite(p) else "n/a"
+           for p in (row.avg_vs_baseline_pct, row.final_vs_baseline_pct)]
+    if not math.isfinite(row.steps_to_baseline_final):
+        return pct + ["not reached"] * 2
+    return pct + [f"{row.steps_to_baseline_final / 1e6:.3g}",
+                  _fmt_duration(row.time_to_baseline_final_s)]
+
+
+def render_markdown(report: Report) -> str:
+    """``table.md``: Table 1 per environment and variant, then the excluded trials."""
+    base = report.baseline
+    lines = [
+        "# Results report", "",
+        f"Return: `{report.return_key}` (mean undiscounted return of the training episodes "
+        "completed in each iteration). Curves are aligned on env steps; *avg* is the mean of the "
+        "curve over training, *final* its value at the budget; ± is the standard error over "
+        "seeds. "
+        f"Improvements are relative to {base}; *steps to {base} final* is where the mean curve "
+        f"first reaches {base}'s final return; times are training wall time.", "",
+        f"| env | budget (M steps) | variant | seeds | avg return | avg vs {base} | final return "
+        f"| final vs {base} | steps to {base} final (M) | time to {base} final | env steps/s |",
+        "|" + " --- |" * 11,
+    ]
+    envs_with_base = {r.env for r in report.rows if r.variant == base}
+    for row in report.rows:
+        seeds = f"{row.seeds}" + (f" ({row.excluded} excluded)" if row.excluded else "")
+        avg_pct, final_pct, steps, time = _comparison_cells(row, row.env in envs_with_base, base)
+        lines.append(f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {seeds} "
+                     f"| {_fmt_return(row.avg, row.avg_se)} | {avg_pct} "
+                     f"| {_fmt_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
+                     f"| {row.env_steps_per_s:,.0f} |")
+    if report.flags:
+        lines += ["", "## Excluded trials", ""]
+        lines += [f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} "
+                  f"(`{f.trial.path}`)" for f in report.flags]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(rows: Sequence[Row], path: Path) -> None:
+    """``table.csv``: one row per (environment, variant), raw numbers, empty cells for NaN."""
+    fields = [f.name for f in dataclasses.fields(Row)]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v
+                             for k, v in dataclasses.asdict(row).items()})
+
+
+def write_report(report: Report, out: Path) -> list[Path]:
+    """Write the table and figures into ``out``; returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(render_markdown(report))
+    write_csv(report.rows, out / "table.csv")
+    written = [out / "table.md", out / "table.csv", out / "returns.png"]
+    returns_figure(report.returns_panels).savefig(out / "returns.png", dpi=120)
+    if report.tv_panels:
+        tv_figure(report.tv_panels).savefig(out / "tv.png", dpi=120)
+        written.append(out / "tv.png")
+    else:
+        logger.info("no trial logged %s: tv.png not written", TV_KEY)
+    return written
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _env_steps(text: str) -> int:
+    """Parse an env-step count such as ``300000`` or ``3e5``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of env steps: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"the budget must be positive: {text!r}")
+    return int(value)
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``report`` command's arguments."""
+    parser.add_argument("paths", nargs="+", type=Path, metavar="RESULTS_DIR",
+                        help="Tune results, experiment or trial directories (searched recursively)")
+    parser.add_argument("--out", type=Path, default=Path("report"),
+                        help="output folder for table.md, table.csv, returns.png, tv.png "
+                             "(default: ./report)")
+    parser.add_argument("--budget", type=_env_steps, default=None,
+                        help="env steps at which 'final' is read, for every environment; trials "
+                             "that end before it are flagged and excluded (default: per "
+                             "environment, the largest budget every complete trial reaches)")
+    parser.add_argument("--baseline", default="PPO",
+                        help="variant the others are compared with (default: PPO, i.e. GePPO "
+                             "with sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)")
+    parser.add_argument("--return-key", default=RETURN_KEY,
+                        help="'/'-separated result key of the return curve "
+                             f"(default: {RETURN_KEY})")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Build and write the report; returns the process exit code (2: unusable input)."""
+    try:
+        trials = load_trials(args.paths, args.return_key)
+        report = build_report(trials, args.budget, args.baseline, args.return_key)
+    except ReportError as err:
+        logger.error("%s", err)
+        return EXIT_BAD_INPUT
+    written = write_report(report, args.out)
+    print(render_markdown(report))
+    print("Wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rllib_geppo.report``."""
+    parser = argparse.ArgumentParser(prog="rllib-geppo report",
+                                     description=__doc__.split("\n\n")[0])
+    add_report_arguments(parser)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    return run_report(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

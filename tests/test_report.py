@@ -1,0 +1,348 @@
+"""The results report: Table 1 arithmetic, trial selection, files written, and a real Tune run.
+
+The synthetic trials have linear return curves, so every table value is known by hand:
+on the common grid [2000, 10000] env steps,
+
+    GePPO seeds: R = 0.2 s and 0.2 s + 200   -> avg 1200, 1400 (1300 ± 100); final 2100 ± 100
+    PPO seeds:   R = 0.1 s and 0.1 s + 100   -> avg  600,  700 ( 650 ±  50); final 1050 ±  50
+
+so GePPO improves on PPO by 100% in both, and its mean curve 0.2 s + 100 reaches PPO's final
+1050 at s = 4750 env steps, i.e. 9.5 s into training at 500 env steps per second.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from rllib_geppo import report
+from rllib_geppo.report_plots import ReturnsPanel, returns_figure
+from rllib_geppo.report_stats import (
+    band,
+    common_budget,
+    first_crossing,
+    improvement_pct,
+    step_grid,
+    time_average,
+)
+
+GEPPO = {"sample_reuse": True, "adaptive_lr": True}
+PPO = {"sample_reuse": False, "adaptive_lr": False}
+
+
+# ----------------------------------------------------------------------------- synthetic folders
+
+
+def _nest(flat: dict[str, float]) -> dict:
+    """{"a/b": 1} -> {"a": {"b": 1}}, as Tune writes result.json."""
+    nested: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split("/")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def write_trial(root: Path, algo: str, env: str, seed: int, params: dict, steps, returns,
+                steps_per_s: float, tv: float | None = None) -> Path:
+    """A Tune-like trial folder: params.json and one result.json line per iteration."""
+    trial = root / f"{algo}_{env}_abcde_{seed:05d}_{seed}_seed={seed}_2026-01-01_00-00-00"
+    trial.mkdir(parents=True)
+    (trial / "params.json").write_text(json.dumps({"env": env, "seed": seed, **params}))
+    lines = []
+    for i, (s, r) in enumerate(zip(steps, returns), start=1):
+        flat = {"training_iteration": i, report.STEPS_KEY: s, report.RETURN_KEY: r,
+                report.TIME_KEY: s / steps_per_s}
+        if tv is not None:
+            flat |= {report.TV_KEY: tv, report.TV_TARGET_KEY: 0.05}
+        lines.append(json.dumps(_nest(flat)))
+    (trial / "result.json").write_text("\n".join(lines) + "\n")
+    return trial
+
+
+def linear(slope: float, offset: float, steps) -> list[float]:
+    return [slope * s + offset for s in steps]
+
+
+GEPPO_STEPS = list(range(1000, 10001, 1000))
+PPO_STEPS = list(range(2000, 10001, 2000))
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """Two GePPO and two PPO seeds on Hopper-v5 with the hand-computed table above."""
+    root = tmp_path / "results" / "exp"
+    gappy = linear(0.2, 0, GEPPO_STEPS)
+    gappy[4] = float("nan")  # no episode ended in that iteration: skipped, the line stays exact
+    write_trial(root, "GePPO", "Hopper-v5", 0, GEPPO, GEPPO_STEPS, gappy, 500, tv=0.04)
+    write_trial(root, "GePPO", "Hopper-v5", 1, GEPPO, GEPPO_STEPS, linear(0.2, 200, GEPPO_STEPS),
+                500, tv=0.06)
+    write_trial(root, "GePPO", "Hopper-v5", 2, PPO, PPO_STEPS, linear(0.1, 0, PPO_STEPS), 1000)
+    write_trial(root, "GePPO", "Hopper-v5", 3, PPO, PPO_STEPS, linear(0.1, 100, PPO_STEPS), 1000)
+    return tmp_path / "results"
+
+
+def run_cli(*args: str) -> int:
+    return report.main([str(a) for a in args])
+
+
+def read_rows(out: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with (out / "table.csv").open() as handle:
+        return {(r["env"], r["variant"]): r for r in csv.DictReader(handle)}
+
+
+def as_float(row: dict[str, str], key: str) -> float:
+    return float(row[key]) if row[key] else float("nan")
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def test_table_values_known_by_hand(results: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    rows = read_rows(out)
+    geppo, ppo = rows["Hopper-v5", "GePPO"], rows["Hopper-v5", "PPO"]
+    expected_geppo = {"seeds": 2, "budget": 10000, "avg": 1300, "avg_se": 100, "final": 2100,
+                      "final_se": 100, "avg_vs_baseline_pct": 100, "final_vs_baseline_pct": 100,
+                      "steps_to_baseline_final": 4750, "env_steps_per_s": 500,
+                      "time_to_baseline_final_s": 9.5}
+    expected_ppo = {"seeds": 2, "avg": 650, "avg_se": 50, "final": 1050, "final_se": 50,
+                    "steps_to_baseline_final": 10000, "env_steps_per_s": 1000,
+                    "time_to_baseline_final_s": 10.0}
+    for row, expected in ((geppo, expected_geppo), (ppo, expected_ppo)):
+        for key, value in expected.items():
+            assert as_float(row, key) == pytest.approx(value), key
+    assert ppo["avg_vs_baseline_pct"] == ppo["final_vs_baseline_pct"] == ""
+    table = (out / "table.md").read_text()
+    assert ("| Hopper-v5 | 0.01 | GePPO | 2 | 1,300 ± 100 | +100.0% | 2,100 ± 100 | +100.0% "
+            "| 0.00475 | 10 s | 500 |") in table
+    assert ("| Hopper-v5 | 0.01 | PPO | 2 | 650 ± 50 | — | 1,050 ± 50 | — | 0.01 | 10 s "
+            "| 1,000 |") in table
+
+
+def test_early_stopped_and_crashed_trials_are_flagged_and_left_out(results: Path, tmp_path: Path,
+                                                                   caplog):
+    exp = results / "exp"
+    write_trial(exp, "GePPO", "Hopper-v5", 4, GEPPO, GEPPO_STEPS[:6], linear(5, 0, GEPPO_STEPS[:6]),
+                500)
+    crashed = write_trial(exp, "GePPO", "Hopper-v5", 5, GEPPO, GEPPO_STEPS,
+                          linear(5, 0, GEPPO_STEPS), 500)
+    (crashed / "error.txt").write_text("Traceback ...")
+    out = tmp_path / "out"
+    with caplog.at_level(logging.WARNING):
+        assert run_cli(results, "--out", out) == 0
+    geppo = read_rows(out)["Hopper-v5", "GePPO"]
+    # The outliers (slope 5) would move every number: unchanged means left out.
+    assert (as_float(geppo, "seeds"), as_float(geppo, "excluded")) == (2, 2)
+    assert as_float(geppo, "avg") == pytest.approx(1300)
+    table = (out / "table.md").read_text()
+    assert "| GePPO | 2 (2 excluded) |" in table
+    assert "seed 4: stopped early at 6,000 env steps (budget 10,000)" in table
+    assert "seed 5: crashed (error.txt)" in table
+    assert "stopped early" in caplog.text and "crashed" in caplog.text
+
+
+def test_tune_error_status_marks_a_trial_crashed(results: Path, tmp_path: Path):
+    exp = results / "exp"
+    failed = write_trial(exp, "GePPO", "Hopper-v5", 6, GEPPO, GEPPO_STEPS,
+                         linear(5, 0, GEPPO_STEPS), 500)
+    record = {"relative_logdir": failed.name, "trainable_name": "GePPO", "status": "ERROR"}
+    state = {"trial_data": [[json.dumps(record), "{}"]]}
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
+    assert run_cli(results, "--out", tmp_path / "out") == 0
+    assert "seed 6: crashed (Tune status ERROR)" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_explicit_budget_reads_final_there_and_keeps_trials_that_reach_it(results: Path,
+                                                                          tmp_path: Path):
+    # Stopped at 6000 env steps on the seeds' mean line: counted at a 6000-step budget.
+    write_trial(results / "exp", "GePPO", "Hopper-v5", 4, GEPPO, GEPPO_STEPS[:6],
+                linear(0.2, 100, GEPPO_STEPS[:6]), 500)
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out, "--budget", "6e3") == 0
+    rows = read_rows(out)
+    geppo, ppo = rows["Hopper-v5", "GePPO"], rows["Hopper-v5", "PPO"]
+    assert as_float(geppo, "seeds") == 3
+    assert as_float(geppo, "final") == pytest.approx(1300)  # 0.2 * 6000 + 100
+    assert as_float(ppo, "final") == pytest.approx(650)  # 0.1 * 6000 + 50
+    assert as_float(geppo, "budget") == 6000
+
+
+def test_budget_beyond_every_trial_is_an_input_error(results: Path, tmp_path: Path, caplog):
+    assert run_cli(results, "--out", tmp_path / "out", "--budget", "20000") == 2
+    assert "no trial reaches the budget" in caplog.text
+
+
+def test_without_the_baseline_the_comparison_columns_say_na(results: Path, tmp_path: Path):
+    write_trial(results / "exp", "GePPO", "Swimmer-v5", 0, GEPPO, GEPPO_STEPS,
+                linear(0.01, 0, GEPPO_STEPS), 500)
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    line = next(l for l in (out / "table.md").read_text().splitlines() if "Swimmer-v5" in l)
+    assert line.count("| n/a ") == 4
+    assert read_rows(out)["Swimmer-v5", "GePPO"]["steps_to_baseline_final"] == ""
+
+
+@pytest.mark.parametrize(("algorithm", "params", "variant"), [
+    ("GePPO", {"sample_reuse": True, "adaptive_lr": True}, "GePPO"),
+    ("GePPO", {"sample_reuse": True, "adaptive_lr": False}, "GePPO"),
+    ("GePPO", {"sample_reuse": False, "adaptive_lr": False}, "PPO"),
+    ("GePPO", {"sample_reuse": False, "adaptive_lr": True}, "PPO-Adapt"),
+    ("PPO", {}, "RLlib PPO"),
+    ("APPO", {}, "APPO"),
+])
+def test_variant_names(algorithm: str, params: dict, variant: str):
+    assert report.variant_name(algorithm, params) == variant
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_empty_folder_is_a_clear_error(tmp_path: Path, caplog):
+    (tmp_path / "empty").mkdir()
+    assert run_cli(tmp_path / "empty", "--out", tmp_path / "out") == 2
+    assert f"{tmp_path / 'empty'}: no Tune trial folders found" in caplog.text
+    assert "params.json and result.json" in caplog.text
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_folder_is_a_clear_error(tmp_path: Path, caplog):
+    assert run_cli(tmp_path / "nowhere") == 2
+    assert f"{tmp_path / 'nowhere'}: no such directory" in caplog.text
+
+
+def test_trials_without_results_are_a_clear_error(tmp_path: Path, caplog):
+    trial = write_trial(tmp_path / "exp", "GePPO", "Hopper-v5", 0, GEPPO, [], [], 500)
+    assert run_cli(tmp_path / "exp", "--out", tmp_path / "out") == 2
+    assert f"{trial.resolve()}: no results" in caplog.text
+
+
+def test_torn_last_line_and_restored_iterations(tmp_path: Path):
+    trial = write_trial(tmp_path, "GePPO", "Hopper-v5", 0, GEPPO, [1000, 2000, 3000], [1, 2, 3],
+                        500)
+    rerun = [json.dumps(_nest({report.STEPS_KEY: s, report.RETURN_KEY: r})) for s, r in
+             ((2000, 20), (3000, 30), (4000, 40))]  # restored from the 1000-step checkpoint
+    with (trial / "result.json").open("a") as handle:
+        handle.write("\n".join(rerun) + '\n{"num_env_steps_sampled_lif')
+    results = report.read_results(trial)
+    assert [report._lookup(r, report.RETURN_KEY) for r in results] == [1, 20, 30, 40]
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def assert_png(path: Path) -> None:
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert np.ptp(image) > 0  # something was drawn
+
+
+def test_figures_are_written(results: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    assert_png(out / "returns.png")
+    assert_png(out / "tv.png")
+    trials = report.load_trials([results])
+    built = report.build_report(trials)
+    (tv_panel,) = built.tv_panels
+    assert set(tv_panel.bands) == {"GePPO"}  # PPO trials logged no TV
+    assert tv_panel.bands["GePPO"].mean == pytest.approx(0.05)
+    assert tv_panel.targets == {"GePPO": 0.05}
+
+
+def test_returns_figure_has_one_panel_per_env_with_markers():
+    grid = np.array([0.0, 1.0, 2.0])
+    bands = {"GePPO": band(np.array([[0.0, 2.0, 4.0], [0.0, 2.0, 4.0]])),
+             "PPO": band(np.array([[0.0, 1.0, 2.0]]))}
+    panels = [ReturnsPanel(env=f"env{i}", grid=grid, bands=bands, baseline="PPO",
+                           baseline_final=2.0, crossings={"GePPO": 1.0, "PPO": 2.0})
+              for i in range(4)]
+    fig = returns_figure(panels)
+    assert len(fig.axes) == 4
+    ax = fig.axes[0]
+    dotted = [l for l in ax.get_lines() if l.get_linestyle() == ":"]
+    # The baseline's final level, and GePPO's crossing (none drawn for the baseline itself).
+    assert sorted((tuple(l.get_xdata()), tuple(l.get_ydata())) for l in dotted) == \
+        [((0, 1), (2.0, 2.0)), ((1.0, 1.0), (0, 1))]
+
+
+# ----------------------------------------------------------------------------- the arithmetic
+
+
+def test_first_crossing_interpolates_between_grid_points():
+    grid = np.array([0.0, 10.0, 20.0])
+    assert first_crossing(grid, np.array([0.0, 4.0, 8.0]), 6.0) == pytest.approx(15.0)
+    assert first_crossing(grid, np.array([7.0, 4.0, 8.0]), 6.0) == 0.0
+    assert np.isnan(first_crossing(grid, np.array([0.0, 1.0, 2.0]), 6.0))
+
+
+def test_time_average_is_exact_on_an_uneven_grid():
+    grid = np.array([0.0, 1.0, 4.0])
+    assert time_average(grid, 3 * grid + 1) == pytest.approx(7.0)
+
+
+def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():
+    # Stopped by ">= 1M env steps" with 1024- and 2048-step iterations, and one cut short.
+    assert common_budget([(1_000_448, 1024), (1_001_472, 2048), (600_064, 1024)]) == 1_000_448
+    assert common_budget([(1_001_472, 2048), (999_424, 1024)]) == 1_001_472
+
+
+def test_step_grid_holds_every_knot_within_range():
+    grid = step_grid([np.array([1000, 2000, 3000]), np.array([1500, 3500])], 1500, 3000)
+    assert grid.tolist() == [1500, 2000, 3000]
+
+
+def test_improvement_is_positive_for_higher_negative_returns():
+    assert improvement_pct(-500, -1000) == pytest.approx(50.0)
+    assert np.isnan(improvement_pct(1.0, 0.0))
+
+
+def test_band_standard_error():
+    b = band(np.array([[1.0, 2.0], [3.0, 6.0]]))
+    assert b.mean.tolist() == [2.0, 4.0]
+    assert b.se == pytest.approx([1.0, 2.0])  # std (ddof 1) / sqrt(2)
+    assert np.isnan(band(np.array([[1.0, 2.0]])).se).all()
+
+
+# ----------------------------------------------------------------------------- a real Tune run
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium's Pendulum env checker
+def test_report_reads_a_real_tune_run(ray_session, tmp_path: Path):
+    from ray import tune
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    # TODO(geppo-landing): also run GePPO here
+    batch = 256
+    config = (PPOConfig().environment("Pendulum-v1").env_runners(num_env_runners=0)
+              .training(train_batch_size_per_learner=batch, minibatch_size=64, num_epochs=1)
+              .debugging(seed=tune.grid_search([0, 1])))
+    tuner = tune.Tuner("PPO", param_space=config, run_config=tune.RunConfig(
+        storage_path=str(tmp_path / "results"), name="pendulum",
+        stop={"training_iteration": 2}, verbose=0))
+    assert not tuner.fit().errors
+    out = tmp_path / "out"
+    assert run_cli(tmp_path / "results", "--out", out) == 0
+    row = read_rows(out)["Pendulum-v1", "RLlib PPO"]
+    assert (as_float(row, "seeds"), as_float(row, "budget")) == (2, 2 * batch)
+    assert np.isfinite(as_float(row, "final")) and as_float(row, "env_steps_per_s") > 0
+    assert "n/a" in (out / "table.md").read_text()  # no GePPO-code PPO baseline in this run
+    assert_png(out / "returns.png")
+    assert not (out / "tv.png").exists()  # RLlib's PPO logs no TV
