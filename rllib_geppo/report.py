@@ -343,6 +343,7 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
                           + "; ".join(f"{f.trial.path}: {f.reason}" for f in flags))
     return report
 
+
 # ----------------------------------------------------------------------------- writing
 
 
