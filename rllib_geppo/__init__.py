@@ -1,3 +1,14 @@
-"""GePPO (Generalized Proximal Policy Optimization with Sample Reuse) for Ray RLlib."""
+"""GePPO (Generalized Proximal Policy Optimization with Sample Reuse) for Ray RLlib.
+
+Importing this package registers "GePPO" with Ray Tune, so ``tune.Tuner("GePPO", ...)`` works.
+"""
+
+from ray.tune.registry import register_trainable
+
+from rllib_geppo.algorithm import GePPO
+from rllib_geppo.config import GePPOConfig
 
 __version__ = "0.1.0"
+__all__ = ["GePPO", "GePPOConfig"]
+
+register_trainable("GePPO", GePPO)

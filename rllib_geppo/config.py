@@ -1,0 +1,212 @@
+"""`GePPOConfig`: GePPO's settings, defaults (the paper's hyperparameter table) and validation."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.from_config import NotProvided
+
+from rllib_geppo import policy_weights as pw
+
+
+class GePPOConfig(PPOConfig):
+    """Configuration for :class:`rllib_geppo.GePPO`.
+
+    Every default is the paper's (Queeney et al. 2021, Appendix table): n = 1024 new samples per
+    iteration, B = 2, optimal weights from M_max = 20 (M = 4, nu = [0.4, 0.3, 0.2, 0.1]),
+    eps_PPO = 0.2 (eps_GePPO = 0.1), c_bar = 1, alpha = 0.03, beta = 0.5, gamma = 0.995,
+    lambda = 0.97, 10 epochs x 32 minibatches, Adam with policy lr 3e-4 (adapted) and value lr
+    3e-4 (fixed), policy grad-norm clip 0.5, no entropy bonus, no KL term, no value clipping,
+    separate 64x64 tanh policy and value networks.
+
+    .. code-block:: python
+
+        from rllib_geppo import GePPOConfig
+        algo = GePPOConfig().environment("Hopper-v5").build_algo()
+        result = algo.train()
+    """
+
+    def __init__(self, algo_class=None):
+        from rllib_geppo.algorithm import GePPO
+
+        super().__init__(algo_class=algo_class or GePPO)
+        # RLlib settings, set to the paper's values (PPO's RLlib defaults must not leak in).
+        self.lr = 3e-4  # initial policy lr (eta); adapted each iteration
+        self.gamma = 0.995
+        self.lambda_ = 0.97
+        self.clip_param = 0.2  # eps_PPO; GePPO clips at eps_PPO * clip_multiple(nu)
+        self.num_epochs = 10
+        self.minibatch_size = None  # derived: stored samples / num_minibatches
+        self.train_batch_size_per_learner = 1024  # n, new env steps per iteration
+        self.grad_clip = 0.5  # policy only; the value function is never clipped
+        self.grad_clip_by = "global_norm"
+        self.use_kl_loss = False
+        self.kl_coeff = 0.0
+        self.entropy_coeff = 0.0
+        self.vf_clip_param = math.inf
+        self.num_env_runners = 1
+        self.normalize_actions = False  # the policy acts in env units; actions are clipped
+        self.clip_actions = True
+        self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}
+
+        # GePPO settings (paper symbol in brackets).
+        self.batch_multiple = 2  # B: PPO's batch N = B * n
+        self.max_policies = 20  # M_max
+        self.policy_weights = "optimal"  # "optimal" | "uniform" | explicit list nu
+        self.weights_tradeoff = 1.0  # 1: max ESS (Thm 6); 0: max TV change (Thm 5)
+        self.vtrace_clip = 1.0  # c_bar
+        self.vf_lr = 3e-4
+        self.num_minibatches = 32  # per epoch over the whole store (unless minibatch_size is set)
+        self.adaptive_lr = True
+        self.lr_adapt_factor = 0.03  # alpha
+        self.lr_adapt_min_ratio = 0.5  # beta
+        self.init_std_multiple = 1.0  # initial std = multiple * half the action range
+        self.sample_reuse = True  # False: the paper's PPO baseline (M = 1, B*n steps, eps_PPO)
+
+    @override(PPOConfig)
+    def training(
+        self,
+        *,
+        batch_multiple: int = NotProvided,
+        max_policies: int = NotProvided,
+        policy_weights: str | Sequence[float] = NotProvided,
+        weights_tradeoff: float = NotProvided,
+        vtrace_clip: float = NotProvided,
+        vf_lr: float = NotProvided,
+        num_minibatches: int = NotProvided,
+        adaptive_lr: bool = NotProvided,
+        lr_adapt_factor: float = NotProvided,
+        lr_adapt_min_ratio: float = NotProvided,
+        init_std_multiple: float = NotProvided,
+        sample_reuse: bool = NotProvided,
+        **kwargs,
+    ) -> "GePPOConfig":
+        """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
+        ``gamma``, ``lambda_``, ``num_epochs``, ``grad_clip``, ``train_batch_size_per_learner``,
+        ...) pass through to :meth:`PPOConfig.training`.
+
+        Args:
+            batch_multiple: B, PPO's batch in units of n (N = B*n). Default 2.
+            max_policies: M_max, most batch ages the weight optimiser may use. Default 20.
+            policy_weights: "optimal" (paper's convex programs), "uniform", or an explicit
+                list nu (index = age, 0 = current policy; sums to 1). Default "optimal".
+            weights_tradeoff: in [0, 1]; 1 maximises effective sample size (Thm 6), 0 the TV
+                change per sample (Thm 5). Default 1.
+            vtrace_clip: c_bar, truncation of the V-trace ratios. Default 1.0.
+            vf_lr: value-function Adam learning rate (fixed). Default 3e-4.
+            num_minibatches: minibatches per epoch over the whole store. Default 32.
+            adaptive_lr: adapt the policy lr from the TV estimate (Algorithm 1). Default True.
+            lr_adapt_factor: alpha; lr is divided/multiplied by 1 + alpha. Default 0.03.
+            lr_adapt_min_ratio: beta; lr grows when TV < beta * eps/2. Default 0.5.
+            init_std_multiple: initial policy std as a multiple of half the action range.
+                Default 1.0 (paper: 0.5 on Ant and Humanoid).
+            sample_reuse: False turns GePPO into the paper's PPO baseline: M = 1, B*n new
+                samples per iteration, eps_PPO, plain GAE. Default True.
+        """
+        super().training(**kwargs)
+        for name, value in locals().items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    # -- Derived quantities (one place for each) ---------------------------------------------
+
+    @property
+    def geppo_weights(self) -> np.ndarray:
+        """nu, the weight of each batch age (``[1.0]`` without sample reuse)."""
+        if not self.sample_reuse:
+            return np.ones(1)
+        if isinstance(self.policy_weights, str):
+            return pw.policy_weights(self.batch_multiple, self.max_policies,
+                                     kind=self.policy_weights, tradeoff=self.weights_tradeoff)
+        return pw.check_weights(self.policy_weights)
+
+    @property
+    def clip_eps(self) -> float:
+        """eps used in the clipped objective: eps_PPO * 1 / E_nu[i + 1] (Lemma 3)."""
+        return self.clip_param * pw.clip_multiple(self.geppo_weights)
+
+    @property
+    def samples_per_iteration(self) -> int:
+        """New env steps per iteration: n with sample reuse, B*n for the PPO baseline."""
+        reuse = 1 if self.sample_reuse else self.batch_multiple
+        return reuse * self.total_train_batch_size
+
+    @property
+    @override(PPOConfig)
+    def _model_config_auto_includes(self) -> dict:
+        return super()._model_config_auto_includes | {"init_std_multiple": self.init_std_multiple}
+
+    @override(PPOConfig)
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from rllib_geppo.rl_module import GePPOTorchRLModule
+
+        return RLModuleSpec(module_class=GePPOTorchRLModule)
+
+    @override(PPOConfig)
+    def get_default_learner_class(self):
+        from rllib_geppo.torch_learner import GePPOTorchLearner
+
+        return GePPOTorchLearner
+
+    @override(PPOConfig)
+    def validate(self) -> None:
+        super().validate()
+        if not self.enable_rl_module_and_learner:
+            self._value_error(
+                "GePPO's old-API-stack policy is not available yet: use RLlib's default new "
+                "API stack (remove the .api_stack(...) call).")
+        if self.framework_str != "torch":
+            self._value_error(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
+                              "Fix: .framework('torch').")
+        if self.is_multi_agent:
+            self._value_error("GePPO supports single-agent environments only; remove the "
+                              ".multi_agent(...) settings.")
+        self._validate_geppo_settings()
+
+    def _validate_geppo_settings(self) -> None:
+        def require(ok: bool, setting: str, allowed: str) -> None:
+            if not ok:
+                self._value_error(f"`{setting}` must be {allowed}; got {getattr(self, setting)!r}.")
+
+        def is_number(x) -> bool:
+            return isinstance(x, (int, float, np.floating)) and not isinstance(x, bool)
+
+        require(isinstance(self.batch_multiple, int) and self.batch_multiple >= 1,
+                "batch_multiple", "an integer >= 1")
+        require(isinstance(self.max_policies, int) and self.max_policies >= self.batch_multiple,
+                "max_policies", f"an integer >= batch_multiple ({self.batch_multiple})")
+        require(self.policy_weights in pw.KINDS or not isinstance(self.policy_weights, str),
+                "policy_weights", f"one of {pw.KINDS} or a list of weights")
+        require(is_number(self.weights_tradeoff) and 0 <= self.weights_tradeoff <= 1,
+                "weights_tradeoff", "a number in [0, 1]")
+        require(is_number(self.vtrace_clip) and self.vtrace_clip > 0, "vtrace_clip", "> 0")
+        require(is_number(self.lr) and self.lr > 0, "lr",
+                "a positive number (GePPO adapts the policy lr itself; schedules are not supported)")
+        require(is_number(self.vf_lr) and self.vf_lr > 0, "vf_lr", "a positive number")
+        require(is_number(self.clip_param) and 0 < self.clip_param < 1, "clip_param", "in (0, 1)")
+        require(is_number(self.gamma) and 0 < self.gamma <= 1, "gamma", "in (0, 1]")
+        require(is_number(self.lambda_) and 0 <= self.lambda_ <= 1, "lambda_", "in [0, 1]")
+        require(isinstance(self.num_epochs, int) and self.num_epochs >= 1, "num_epochs", "an integer >= 1")
+        require(isinstance(self.num_minibatches, int) and self.num_minibatches >= 1,
+                "num_minibatches", "an integer >= 1")
+        require(is_number(self.lr_adapt_factor) and self.lr_adapt_factor >= 0,
+                "lr_adapt_factor", ">= 0")
+        require(is_number(self.lr_adapt_min_ratio) and 0 <= self.lr_adapt_min_ratio <= 1,
+                "lr_adapt_min_ratio", "in [0, 1]")
+        require(is_number(self.init_std_multiple) and self.init_std_multiple > 0,
+                "init_std_multiple", "> 0")
+        require(self.grad_clip is None or (is_number(self.grad_clip) and self.grad_clip > 0),
+                "grad_clip", "None or > 0")
+        n = self.train_batch_size_per_learner
+        require(isinstance(n, int) and n >= self.num_minibatches, "train_batch_size_per_learner",
+                f"an integer >= num_minibatches ({self.num_minibatches})")
+        try:
+            self.geppo_weights
+        except ValueError as err:
+            self._value_error(f"`policy_weights`: {err}")

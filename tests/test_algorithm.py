@@ -1,0 +1,238 @@
+"""GePPO on RLlib's new API stack, end to end with real Ray, EnvRunners and Learners."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+import torch
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+from ray.tune.registry import get_trainable_cls
+
+from rllib_geppo import GePPO, GePPOConfig
+from rllib_geppo.learner_connector import PIK_LOGP, SAMPLE_WEIGHTS
+from rllib_geppo.objective import adapt_lr
+
+METRICS = ["tv", "tv_target", "policy_lr", "clip_eps", "num_policies", "effective_sample_size",
+           "clip_fraction", "policy_loss", "vf_loss", "entropy", "mean_kl"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
+    """Paper defaults with a small batch and few gradient steps, so a test takes seconds."""
+    return (GePPOConfig()
+            .environment(env)
+            .env_runners(num_env_runners=1)
+            .debugging(seed=0)
+            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
+
+
+def local_learner(algo: GePPO):
+    return algo.learner_group._learner
+
+
+def run_targets(algo: GePPO, episodes: list) -> dict:
+    """Run the local learner's connector pipeline (pi_k unchanged) on copies of ``episodes``."""
+    learner = local_learner(algo)
+    learner.before_gradient_based_update(timesteps=algo._update_inputs())
+    batch = learner._learner_connector(rl_module=learner.module, batch={}, episodes=episodes,
+                                       shared_data={}, metrics=learner.metrics)
+    return batch[DEFAULT_MODULE_ID]
+
+
+def test_defaults_are_the_papers():
+    config = GePPOConfig()
+    assert (config.lr, config.vf_lr, config.gamma, config.lambda_) == (3e-4, 3e-4, 0.995, 0.97)
+    assert (config.num_epochs, config.num_minibatches, config.train_batch_size_per_learner) == (10, 32, 1024)
+    assert (config.grad_clip, config.use_kl_loss, config.entropy_coeff) == (0.5, False, 0.0)
+    assert (config.lr_adapt_factor, config.lr_adapt_min_ratio, config.vtrace_clip) == (0.03, 0.5, 1.0)
+    assert config.model_config["fcnet_hiddens"] == [64, 64] and config.model_config["fcnet_activation"] == "tanh"
+    np.testing.assert_allclose(config.geppo_weights, [0.4, 0.3, 0.2, 0.1], atol=1e-6)
+    assert config.clip_eps == pytest.approx(0.1)
+    assert config.samples_per_iteration == 1024
+    assert get_trainable_cls("GePPO") is GePPO
+
+
+def test_sample_reuse_false_is_the_ppo_baseline():
+    config = GePPOConfig().training(sample_reuse=False)
+    np.testing.assert_array_equal(config.geppo_weights, [1.0])
+    assert config.clip_eps == pytest.approx(0.2)
+    assert config.samples_per_iteration == 2048
+
+
+@pytest.mark.parametrize("setting,value,message", [
+    ("batch_multiple", 0, "`batch_multiple` must be an integer >= 1"),
+    ("max_policies", 1, "`max_policies` must be an integer >= batch_multiple"),
+    ("policy_weights", "best", "`policy_weights` must be one of"),
+    ("policy_weights", [0.5, 0.6], "policy weights must sum to 1"),
+    ("weights_tradeoff", 1.5, r"`weights_tradeoff` must be a number in \[0, 1\]"),
+    ("lr", [[0, 1e-3], [1000, 1e-4]], "schedules are not supported"),
+    ("vtrace_clip", 0.0, "`vtrace_clip` must be > 0"),
+    ("lr_adapt_min_ratio", 2.0, r"`lr_adapt_min_ratio` must be in \[0, 1\]"),
+    ("clip_param", 0.0, r"`clip_param` must be in \(0, 1\)"),
+    ("num_minibatches", 0, "`num_minibatches` must be an integer >= 1"),
+    ("train_batch_size_per_learner", 16, "`train_batch_size_per_learner` must be an integer >= num_minibatches"),
+])
+def test_bad_settings_fail_validation_with_the_name(setting, value, message):
+    config = GePPOConfig().environment("Pendulum-v1").training(**{setting: value})
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+def test_multi_agent_is_rejected():
+    config = GePPOConfig().environment("Pendulum-v1").multi_agent(
+        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a")
+    with pytest.raises(ValueError, match="single-agent environments only"):
+        config.validate()
+
+
+class DictObsEnv(gym.Env):
+    observation_space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,))})
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        super().__init__()
+
+
+def test_unsupported_observation_space_is_named():
+    config = GePPOConfig().environment(DictObsEnv).env_runners(num_env_runners=0)
+    with pytest.raises(ValueError, match="flat Box observation space.*FlattenObservation"):
+        config.build_algo()
+
+
+@pytest.fixture(scope="module")
+def pendulum_run():
+    """Four iterations of GePPO on Pendulum with one remote EnvRunner; the results and algo."""
+    algo = small_config().build_algo()
+    results = [algo.train() for _ in range(4)]
+    yield algo, results
+    algo.stop()
+
+
+def test_metrics_present_and_finite(pendulum_run):
+    _, results = pendulum_run
+    for result in results:
+        learner = result["learners"][DEFAULT_MODULE_ID]
+        for key in METRICS:
+            assert math.isfinite(learner[key]), key
+        assert learner["tv_target"] == pytest.approx(0.05)
+        assert learner["clip_eps"] == pytest.approx(0.1)
+    assert [r["learners"][DEFAULT_MODULE_ID]["num_policies"] for r in results] == [1, 2, 3, 4]
+    assert results[-1]["learners"][DEFAULT_MODULE_ID]["effective_sample_size"] == pytest.approx(256 / 0.3)
+    assert [r["num_env_steps_sampled_lifetime"] for r in results] == [256, 512, 768, 1024]
+    assert math.isfinite(results[-1]["env_runners"]["episode_return_mean"])
+
+
+def test_policy_lr_follows_the_tv_rule(pendulum_run):
+    _, results = pendulum_run
+    learners = [r["learners"][DEFAULT_MODULE_ID] for r in results]
+    for before, after in zip(learners, learners[1:]):
+        expected = adapt_lr(before["policy_lr"], before["tv"], 0.1, factor=0.03, min_ratio=0.5)
+        assert after["policy_lr"] == pytest.approx(expected, rel=1e-6)
+    assert learners[0]["policy_lr"] == pytest.approx(3e-4)
+
+
+def test_fresh_samples_have_unit_ratio_and_old_ones_do_not(pendulum_run):
+    algo, _ = pendulum_run
+    fresh = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64,
+                                        _uses_new_env_runners=True)
+    batch = run_targets(algo, fresh)
+    real = batch[Columns.LOSS_MASK]
+    torch.testing.assert_close(batch[PIK_LOGP][real], batch[Columns.ACTION_LOGP][real], atol=1e-5, rtol=0)
+    old = run_targets(algo, algo.store.episodes_for_update()[:1])
+    real = old[Columns.LOSS_MASK]
+    assert (old[PIK_LOGP][real] - old[Columns.ACTION_LOGP][real]).abs().max() > 1e-3
+
+
+def test_weights_are_applied_by_age(pendulum_run):
+    algo, _ = pendulum_run
+    batch = run_targets(algo, algo.store.episodes_for_update())
+    real = batch[Columns.LOSS_MASK]
+    versions = batch[WEIGHTS_SEQ_NO][real].long()
+    weights = batch[SAMPLE_WEIGHTS][real]
+    newest = int(versions.max())
+    for age, nu in enumerate([0.4, 0.3, 0.2, 0.1]):
+        rows = versions == newest - age
+        assert rows.sum() == 256
+        torch.testing.assert_close(weights[rows], torch.full_like(weights[rows], 4 * nu))
+
+
+def test_checkpoint_round_trip(pendulum_run, tmp_path):
+    algo, _ = pendulum_run
+    algo.save_to_path(str(tmp_path))
+    restored = GePPO.from_checkpoint(str(tmp_path))
+    try:
+        assert restored.policy_lr == algo.policy_lr
+        assert [b.version for b in restored.store.batches] == [b.version for b in algo.store.batches]
+        np.testing.assert_allclose(restored.obs_stats.mean, algo.obs_stats.mean)
+        module = restored.learner_group._learner.module[DEFAULT_MODULE_ID]
+        np.testing.assert_allclose(module.obs_mean.numpy(), algo.obs_stats.mean, rtol=1e-6)
+        before = restored.get_module().get_state()
+        after = algo.get_module().get_state()
+        for key in after:
+            np.testing.assert_allclose(before[key], after[key])
+        newest = algo.store.batches[-1].version
+        restored.train()
+        assert [b.version for b in restored.store.batches] == [newest - 2, newest - 1, newest, newest + 1]
+        assert restored.store.ages() == [0, 1, 2, 3]
+    finally:
+        restored.stop()
+
+
+def test_ppo_baseline_advantages_equal_rllib_gae():
+    algo = small_config(sample_reuse=False).build_algo()
+    try:
+        assert algo.store.capacity == 1
+        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=300,
+                                               _uses_new_env_runners=True)
+        algo._update_running_stats(episodes)
+        algo.store.add(episodes, version=0)
+        algo.return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib
+        ours = run_targets(algo, algo.store.episodes_for_update())
+        learner = local_learner(algo)
+        pipeline = learner._learner_connector
+        pipeline.remove("ComputeGePPOTargets")
+        pipeline.append(GeneralAdvantageEstimation(gamma=0.995, lambda_=0.97))
+        theirs = pipeline(rl_module=learner.module, batch={}, episodes=algo.store.episodes_for_update(),
+                          shared_data={}, metrics=learner.metrics)[DEFAULT_MODULE_ID]
+        real = ours[Columns.LOSS_MASK]
+        torch.testing.assert_close(ours[Postprocessing.VALUE_TARGETS][real],
+                                   torch.as_tensor(theirs[Postprocessing.VALUE_TARGETS])[real],
+                                   atol=1e-4, rtol=1e-5)
+    finally:
+        algo.stop()
+
+
+def test_cartpole_discrete_actions_train():
+    algo = small_config("CartPole-v1").build_algo()
+    try:
+        results = [algo.train() for _ in range(2)]
+        learner = results[-1]["learners"][DEFAULT_MODULE_ID]
+        assert all(math.isfinite(learner[k]) for k in METRICS)
+        assert learner["num_policies"] == 2
+    finally:
+        algo.stop()
+
+
+def test_two_cpu_learners():
+    algo = small_config().learners(num_learners=2).build_algo()
+    try:
+        for _ in range(2):
+            result = algo.train()
+        learner = result["learners"][DEFAULT_MODULE_ID]
+        assert all(math.isfinite(learner[k]) for k in METRICS)
+        assert learner["num_policies"] == 2
+    finally:
+        algo.stop()

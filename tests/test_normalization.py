@@ -1,0 +1,31 @@
+"""Running statistics and discounted returns-to-go."""
+
+import numpy as np
+import pytest
+
+from rllib_geppo.normalization import RunningMeanStd, discounted_returns_to_go
+
+
+def test_running_stats_equal_full_batch_stats():
+    rng = np.random.default_rng(0)
+    data = rng.normal(3.0, 2.0, size=(1000, 4))
+    stats = RunningMeanStd((4,))
+    for chunk in np.array_split(data, 7):
+        stats.update(chunk)
+    np.testing.assert_allclose(stats.mean, data.mean(axis=0))
+    np.testing.assert_allclose(stats.var, data.var(axis=0))
+    assert stats.count == 1000
+
+
+def test_returns_to_go_by_hand():
+    # G_2 = 3, G_1 = 2 + 0.5*3 = 3.5, G_0 = 1 + 0.5*3.5 = 2.75
+    np.testing.assert_allclose(discounted_returns_to_go(np.array([1.0, 2.0, 3.0]), 0.5), [2.75, 3.5, 3.0])
+
+
+def test_state_round_trip():
+    stats = RunningMeanStd((2,))
+    stats.update(np.array([[1.0, 2.0], [3.0, 6.0]]))
+    other = RunningMeanStd((2,))
+    other.set_state(stats.get_state())
+    np.testing.assert_allclose(other.std, np.sqrt([1.0, 4.0] + np.array(1e-8)))
+    assert other.count == pytest.approx(2)
