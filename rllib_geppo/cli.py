@@ -263,7 +263,7 @@ def algorithm_class(name: str, where: str) -> type:
     from ray.rllib.algorithms.registry import ALGORITHMS
     from ray.tune.registry import TRAINABLE_CLASS, _global_registry
 
-    _register_geppo()
+    # "GePPO" is registered with Tune by `import rllib_geppo`, which importing this module implies.
     # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
     # builds a gymnasium env at import time (seconds, and warnings on stderr).
     if name in ALGORITHMS:
@@ -279,17 +279,6 @@ def algorithm_class(name: str, where: str) -> type:
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise UserError(f"{where}: 'run: {name}' is a Tune trainable but not an RLlib Algorithm.")
     return cls
-
-
-def _register_geppo() -> None:
-    """Importing GePPO registers it with Tune as "GePPO"."""
-    # TODO(geppo-landing): replace with a plain `from rllib_geppo import GePPO` once GePPO exists;
-    # the guard only tolerates its absence.
-    try:
-        from rllib_geppo import GePPO  # noqa: F401
-    except ImportError as e:
-        if "GePPO" not in str(e):
-            raise
 
 
 def _check_checkpoint_config(ckpt: dict[str, Any], where: str) -> None:
@@ -636,17 +625,22 @@ def ray_session(address: str | None) -> Iterator[None]:
         ray.shutdown()
 
 
+def trial_status(trial: Any) -> str:
+    """Tune's status, except that a trial stopped by Ctrl+C (not by its criteria) is INTERRUPTED."""
+    if trial.status == "TERMINATED" and not (trial.last_result or {}).get("done"):
+        return "INTERRUPTED"
+    return trial.status
+
+
 def trial_summary(trial: Any) -> str:
     """One line: trial, status, best mean return, env steps, last checkpoint (or error file)."""
     best = trial.metric_analysis.get(RETURN_KEY, {}).get("max")
     steps = (trial.last_result or {}).get(STEPS_KEY)
-    steps = int(steps) if steps is not None else None
-    ckpt = trial.checkpoint.path if trial.checkpoint else None
     parts = [
-        f"{trial}: {trial.status}",
+        f"{trial}: {trial_status(trial)}",
         f"best return {best:.2f}" if best is not None else "best return n/a",
-        f"env steps {steps}" if steps is not None else "env steps n/a",
-        f"checkpoint {ckpt}" if ckpt else "no checkpoint",
+        f"env steps {int(steps)}" if steps is not None else "env steps n/a",
+        f"checkpoint {trial.checkpoint.path}" if trial.checkpoint else "no checkpoint",
     ]
     if trial.error_file:
         parts.append(f"error {trial.error_file}")
@@ -657,10 +651,18 @@ def trial_summary(trial: Any) -> str:
 # Command line
 
 
+def _prog() -> str:
+    """`rllib`, `rllib-geppo` or `python -m rllib_geppo`, as invoked (`rllib` when embedded)."""
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main_spec is not None and main_spec.name == "rllib_geppo.__main__":
+        return "python -m rllib_geppo"
+    name = Path(sys.argv[0]).name
+    return name if name in ("rllib", "rllib-geppo") else "rllib"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    prog = Path(sys.argv[0]).name
     parser = argparse.ArgumentParser(
-        prog="python -m rllib_geppo" if prog == "__main__.py" else prog,
+        prog=_prog(),
         description="Train RLlib algorithms (GePPO and RLlib's built-ins) from tuned-example YAML files.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{train,report}")
@@ -699,11 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume the run in --storage-path/--name: unfinished and failed trials continue",
     )
     file.set_defaults(handler=train_file)
-    report = commands.add_parser(
-        "report", add_help=False, help="summarise results into tables and plots (rllib report --help)"
-    )
-    report.add_argument("args", nargs=argparse.REMAINDER)
-    report.set_defaults(handler=report_command)
+    # Its arguments, --help included, are parsed by rllib_geppo.report once imported.
+    commands.add_parser("report", add_help=False, help="tables and plots from results (report --help)")
     return parser
 
 
@@ -726,32 +725,44 @@ def train_file(args: argparse.Namespace) -> int:
         print("\nSummary:")
         for trial in results:
             print("  " + trial_summary(trial))
-    return 1 if any(t.status == "ERROR" for t in results) else 0
+    statuses = {trial_status(t) for t in results}
+    if "INTERRUPTED" in statuses:
+        log.warning(
+            "Interrupted. Continue with: %s train file %s --storage-path %s --name %s --resume",
+            _prog(), args.file, args.storage_path, run_name,
+        )
+        return 130
+    return 1 if "ERROR" in statuses else 0
 
 
-def report_command(args: argparse.Namespace) -> int:
-    """`report`: lazily imported, so that `train` never pays for plotting libraries."""
+def report_command(argv: Sequence[str]) -> int:
+    """`report`: imported lazily, so that `train` never pays for plotting libraries."""
     try:
         from rllib_geppo import report
     except ModuleNotFoundError as e:
         if e.name == "rllib_geppo.report":
             raise UserError("the report command is not available in this installation of rllib-geppo.")
         raise UserError(f"the report command needs '{e.name}': pip install 'rllib-geppo[report]'.")
-    parser = argparse.ArgumentParser(prog=f"{build_parser().prog} report")
+    parser = argparse.ArgumentParser(prog=f"{_prog()} report")
     report.add_report_arguments(parser)
-    return report.run_report(parser.parse_args(args.args))
+    return report.run_report(parser.parse_args(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `rllib`, `rllib-geppo` and `python -m rllib_geppo`; returns the exit code."""
     _setup_logging()
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, rest = parser.parse_known_args(argv)
+        if args.command == "report":
+            return report_command(rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return args.handler(args)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else 2
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{_prog()}: error: {e}", file=sys.stderr)
         return 2
 
 

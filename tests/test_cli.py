@@ -1,0 +1,183 @@
+"""`rllib train file`: real runs through the console script, dry runs, and exit code 2 for bad input.
+
+Training runs start their own local Ray in a subprocess; everything else runs main() in-process
+and must not start Ray at all.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray
+import yaml
+
+from rllib_geppo.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml"))
+RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
+
+# Two experiments, two algorithms, one Tune run: 2 iterations of 256 Pendulum steps each.
+TINY = """
+geppo:
+  run: GePPO
+  env: Pendulum-v1
+  stop: {training_iteration: 2}
+  config: &config
+    train_batch_size_per_learner: 256
+    num_epochs: 1
+    num_env_runners: 0
+rllib-ppo:
+  run: PPO
+  env: Pendulum-v1
+  stop: {training_iteration: 2}
+  config:
+    <<: *config
+    minibatch_size: 128
+"""
+
+GRID = """
+sweep:
+  run: GePPO
+  stop: {num_env_steps_sampled_lifetime: 1e6}
+  num_samples: 2
+  config:
+    env: {grid_search: [Pendulum-v1, MountainCarContinuous-v0]}
+    seed: {grid_search: [0, 1, 2]}
+    lr: 3e-4
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def dry_run(capsys, *argv: str) -> dict:
+    """main(train file ... --dry-run) in-process; returns the printed YAML."""
+    assert main(["train", "file", *argv, "--dry-run"]) == 0, capsys.readouterr().err
+    assert not ray.is_initialized()
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_train_file_writes_results_and_checkpoints(tmp_path):
+    yaml_file = write(tmp_path, TINY, "tiny.yaml")
+    proc = subprocess.run(
+        [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for experiment in ("geppo", "rllib-ppo"):
+        # Both experiments land in one run directory (results/<file stem>), with all Tune files.
+        (trial_dir,) = (tmp_path / "results" / "tiny").glob(f"{experiment}_*")
+        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        assert [r["training_iteration"] for r in results] == [1, 2]
+        assert (trial_dir / "progress.csv").is_file() and (trial_dir / "params.json").is_file()
+        assert list(trial_dir.glob("checkpoint_*/algorithm_state.pkl"))
+        summary = next(line for line in proc.stdout.splitlines() if line.strip().startswith(f"{experiment}_"))
+        assert "TERMINATED" in summary and "env steps 512" in summary and f"checkpoint {trial_dir}" in summary
+
+
+def test_python_m_dry_run_resolves_grid_search(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "rllib_geppo", "train", "file", str(write(tmp_path, GRID)), "--dry-run",
+         "--storage-path", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    trials = yaml.safe_load(proc.stdout)["sweep"]["trials"]
+    # 2 envs x 3 seeds x num_samples 2, every trial fully resolved.
+    assert len(trials) == 12
+    assert sorted((t["env"], t["seed"]) for t in trials) == sorted(
+        (env, seed) for env in ("Pendulum-v1", "MountainCarContinuous-v0") for seed in (0, 1, 2) for _ in (0, 1)
+    )
+    assert all(t["lr"] == 3e-4 for t in trials)  # `3e-4` is a float, not YAML 1.1's string
+    assert not (tmp_path / "results").exists()
+
+
+def test_overrides_reach_nested_keys_stop_and_num_samples(tmp_path, capsys):
+    out = dry_run(
+        capsys, str(write(tmp_path, GRID)),
+        "-c", "model_config.fcnet_hiddens=[8, 8]", "-c", "seed=7", "--stop", "training_iteration=3",
+        "--num-samples", "1",
+    )["sweep"]
+    assert out["stop"] == {"num_env_steps_sampled_lifetime": 1e6, "training_iteration": 3}
+    assert [t["seed"] for t in out["trials"]] == [7, 7]
+    assert all(t["model_config"] == {"fcnet_hiddens": [8, 8]} for t in out["trials"])
+
+
+def test_experiment_option_selects_experiments(capsys):
+    out = dry_run(capsys, str(REPO / "tuned_examples" / "geppo_mujoco.yaml"), "-e", "geppo-ant")
+    assert list(out) == ["geppo-ant"] and out["geppo-ant"]["num_trials"] == 5
+
+
+@pytest.mark.parametrize("path", TUNED_EXAMPLES, ids=lambda p: p.name)
+def test_tuned_examples_pass_dry_run(path, capsys):
+    out = dry_run(capsys, str(path))
+    assert out and all(e["num_trials"] >= 1 for e in out.values())
+    assert path.read_text().startswith("# ")  # each file says what it reproduces and how long it takes
+
+
+def test_mujoco_examples_cover_the_paper(capsys):
+    geppo = dry_run(capsys, str(REPO / "tuned_examples" / "geppo_mujoco.yaml"))
+    ppo = dry_run(capsys, str(REPO / "tuned_examples" / "ppo_mujoco.yaml"))
+    envs = {"Swimmer-v5", "Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"}
+    for suite in (geppo, ppo):  # 5 seeds x 1M steps for each task
+        for experiment in suite.values():
+            assert experiment["stop"] == {"num_env_steps_sampled_lifetime": 1_000_000}
+            assert sorted(t["seed"] for t in experiment["trials"]) == [0, 1, 2, 3, 4]
+        assert {t["env"] for e in suite.values() for t in e["trials"]} == envs
+    by_env = {t["env"]: t for e in geppo.values() for t in e["trials"]}
+    assert (by_env["Ant-v5"]["lr"], by_env["Ant-v5"]["init_std_multiple"]) == (1e-4, 0.5)
+    assert (by_env["Humanoid-v5"]["lr"], by_env["Humanoid-v5"]["init_std_multiple"]) == (3e-5, 0.5)
+    assert (by_env["Hopper-v5"]["lr"], by_env["Hopper-v5"]["init_std_multiple"]) == (3e-4, 1.0)
+    assert {e["run"] for e in ppo.values()} == {"GePPO", "PPO"}
+    assert all(not t["sample_reuse"] for e in ppo.values() if e["run"] == "GePPO" for t in e["trials"])
+
+
+# (YAML text or None for a missing file, extra arguments, substrings the message must contain)
+BAD_INPUT = {
+    "missing file": (None, [], ["no such file"]),
+    "yaml syntax": ("exp:\n  run: PPO\n  stop: {a: 1\n", [], ["exp.yaml:4:1", "YAML syntax error"]),
+    "unknown algorithm": (TINY.replace("run: GePPO", "run: GePPPO"), [], ["'geppo'", "unknown algorithm", "Did you mean 'GePPO'"]),
+    "unknown config key": (TINY.replace("num_epochs: 1", "num_epoch: 1"), [], ["config key 'num_epoch'", "Did you mean 'num_epochs'"]),
+    "wrong value type": (TINY, ["-c", "num_epochs=two"], ["--config num_epochs=two", "expected a number", "got string 'two'"]),
+    "rllib rejects value": (TINY, ["-c", "gamma=1.5"], ["rejects the config", "gamma"]),
+    "stop key never reported": (TINY.replace("training_iteration", "timesteps_total"), [], ["stop key 'timesteps_total'", "never reports", "Use 'num_env_steps_sampled_lifetime'"]),
+    "renamed stop key": (TINY, ["--stop", "env_runners/episode_reward_mean=-200"], ["Use 'env_runners/episode_return_mean'"]),
+    "unknown env": (TINY.replace("Pendulum-v1", "Pendulum-v2"), [], ["no such environment", "Did you mean 'Pendulum-v1'"]),
+    "old-stack model key": (TINY, ["-c", "model={fcnet_hiddens: [8]}"], ["'model'", "model_config"]),
+    "retired experiment key": (TINY.replace("  stop:", "  checkpoint_freq: 5\n  stop:", 1), [], ["'checkpoint_freq'", "checkpoint_config: {checkpoint_frequency: N}"]),
+    "override without =": (TINY, ["-c", "lr"], ["--config lr", "expected KEY=VALUE"]),
+    "unknown experiment": (TINY, ["-e", "gepo"], ["no experiment 'gepo'", "Did you mean 'geppo'"]),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=str)
+def test_bad_input_exits_2_with_one_message(case, tmp_path, capsys):
+    text, argv, expected = BAD_INPUT[case]
+    path = write(tmp_path, text) if text is not None else tmp_path / "exp.yaml"
+    assert main(["train", "file", str(path), *argv, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("rllib: error: ")
+    assert str(path) in err or "--" in err  # names the file, or the option that set the value
+    for text in expected:
+        assert text in err
+
+
+def test_bad_input_exits_2_from_the_console_script(tmp_path):
+    yaml_file = write(tmp_path, TINY.replace("num_epochs: 1", "lrr: 1"))
+    proc = subprocess.run([str(RLLIB), "train", "file", str(yaml_file)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"rllib: error: {yaml_file}: experiment 'geppo', config key 'lrr': not a setting of GePPO. "
+        "Did you mean 'lr'? Fix the spelling or remove the key."
+    ]
+
+
+def test_report_subcommand_is_wired(capsys):
+    assert main(["report", "--help"]) == 0
+    assert "--out" in capsys.readouterr().out
