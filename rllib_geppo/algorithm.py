@@ -65,6 +65,7 @@ class GePPO(PPO):
         self._check_spaces(config)
         super().setup(config)
         self.policy_weights = config.geppo_weights
+        self.clip_eps = config.clip_eps
         self.store = SampleStore(capacity=len(self.policy_weights))
         self.policy_lr = float(config.lr)
         self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
@@ -112,7 +113,7 @@ class GePPO(PPO):
         self._log_store_metrics()
         if config.adaptive_lr:
             tv = float(self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID, "tv")))
-            self.policy_lr = adapt_lr(self.policy_lr, tv, config.clip_eps,
+            self.policy_lr = adapt_lr(self.policy_lr, tv, self.clip_eps,
                                       factor=config.lr_adapt_factor,
                                       min_ratio=config.lr_adapt_min_ratio)
 
@@ -167,8 +168,8 @@ class GePPO(PPO):
     def _log_store_metrics(self) -> None:
         nu = self.policy_weights[: len(self.store.batches)]
         values = {
-            "tv_target": 0.5 * self.config.clip_eps,
-            "clip_eps": self.config.clip_eps,
+            "tv_target": 0.5 * self.clip_eps,
+            "clip_eps": self.clip_eps,
             "num_policies": len(self.store.batches),
             "effective_sample_size": effective_sample_size(nu / nu.sum(), self.config.samples_per_iteration),
             "reward_scale": float(np.sqrt(self.return_stats.var + 1e-8)),

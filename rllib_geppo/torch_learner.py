@@ -19,6 +19,16 @@ from rllib_geppo.learner_connector import PIK_DIST_INPUTS, PIK_LOGP, SAMPLE_WEIG
 class GePPOTorchLearner(GePPOLearner, TorchLearner):
     """Separate Adam optimizers for policy (adaptive lr) and value function (fixed ``vf_lr``)."""
 
+    @override(GePPOLearner)
+    def build(self) -> None:
+        super().build()
+        if self._device.type == "cpu":
+            # Ray caps OMP threads in remote actors, not in the driver, where a local learner
+            # (num_learners=0) lives. For 64x64 MLPs, intra-op threads fighting the EnvRunners
+            # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
+            cpus = self.config.num_cpus_per_learner
+            torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
+
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: str, config=None) -> None:
         module = self._module[module_id]
@@ -46,7 +56,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         advantages = objective.standardize_advantages(
             batch[Postprocessing.ADVANTAGES][real], torch.exp(pik_logp - mu_logp), weights)
         policy_loss = objective.clipped_surrogate_loss(
-            logp, mu_logp, pik_logp, advantages, weights, config.clip_eps)
+            logp, mu_logp, pik_logp, advantages, weights, self.clip_eps)
 
         values = fwd_out[Columns.VF_PREDS][real]
         vf_loss = 0.5 * torch.mean(weights * (batch[Postprocessing.VALUE_TARGETS][real] - values) ** 2)
@@ -61,7 +71,6 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     @torch.no_grad()
     def log_policy_change(self, module_id: str, batch: dict[str, Any]) -> None:
         module = self.module[module_id].unwrapped()
-        config = self.config.get_config_for_module(module_id)
         real = batch[Columns.LOSS_MASK]
         dist_cls = module.get_train_action_dist_cls()
         new_dist = dist_cls.from_logits(module.forward_train(batch)[Columns.ACTION_DIST_INPUTS][real])
@@ -72,7 +81,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         self.metrics.log_dict(
             {
                 "tv": objective.tv_estimate(logp, mu_logp, pik_logp, weights),
-                "clip_fraction": objective.clip_fraction(logp, mu_logp, pik_logp, config.clip_eps),
+                "clip_fraction": objective.clip_fraction(logp, mu_logp, pik_logp, self.clip_eps),
                 "mean_kl": torch.mean(weights * old_dist.kl(new_dist)),
                 ENTROPY_KEY: torch.mean(weights * new_dist.entropy()),
                 "policy_lr": self._get_optimizer_lr(self.get_optimizer(module_id, POLICY_OPTIMIZER)),

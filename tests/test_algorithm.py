@@ -25,7 +25,7 @@ METRICS = ["tv", "tv_target", "policy_lr", "clip_eps", "num_policies", "effectiv
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
