@@ -83,7 +83,7 @@ class UserError(Exception):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads `3e-4` as a string; accept YAML 1.2 floats so tuned examples read naturally."""
+    """YAML 1.1 reads `3e-4` as a string; accept YAML 1.2 floats so YAML files read naturally."""
 
 
 _Loader.add_implicit_resolver(
@@ -144,7 +144,8 @@ def _experiment_spec(path: Path, name: str, exp: Any) -> ExperimentSpec:
         raise UserError(f"{where}: expected a mapping with keys {', '.join(EXPERIMENT_KEYS)}.")
     for key in exp:
         if key in RETIRED_EXPERIMENT_KEYS:
-            raise UserError(f"{where}: '{key}' is no longer supported; use {RETIRED_EXPERIMENT_KEYS[key]}.")
+            new = RETIRED_EXPERIMENT_KEYS[key]
+            raise UserError(f"{where}: '{key}' is no longer supported; use {new}.")
         if key not in EXPERIMENT_KEYS:
             raise UserError(
                 f"{where}: unknown key '{key}'.{_suggest(key, EXPERIMENT_KEYS)} "
@@ -212,7 +213,8 @@ def apply_overrides(
             node = target
             for i, key in enumerate(keys[:-1]):
                 if not isinstance(node.get(key, {}), dict):
-                    raise UserError(f"{option} {text}: '{'.'.join(keys[: i + 1])}' is not a mapping.")
+                    prefix = ".".join(keys[: i + 1])
+                    raise UserError(f"{option} {text}: '{prefix}' is not a mapping.")
                 node = node.setdefault(key, {})
             node[keys[-1]] = value
             spec.origins[f"{option[2:]}.{keys[0]}"] = f"{option} {text}"
@@ -222,13 +224,16 @@ def apply_overrides(
     return spec
 
 
-def select_experiments(specs: list[ExperimentSpec], names: Sequence[str], path: str | Path) -> list[ExperimentSpec]:
+def select_experiments(
+    specs: list[ExperimentSpec], names: Sequence[str], path: str | Path
+) -> list[ExperimentSpec]:
     """The experiments named by --experiment, in file order (all of them if none is named)."""
     known = [s.name for s in specs]
     for name in names:
         if name not in known:
             raise UserError(
-                f"{path}: no experiment '{name}'.{_suggest(name, known)} Experiments: {', '.join(known)}."
+                f"{path}: no experiment '{name}'.{_suggest(name, known)} "
+                f"Experiments: {', '.join(known)}."
             )
     return [s for s in specs if not names or s.name in names]
 
@@ -342,7 +347,10 @@ class ConfigSchema:
 
     def is_key(self, key: str) -> bool:
         """to_dict() keys, attributes (lambda_), settable properties and the model_config alias."""
-        return key in self.values or key in vars(self.defaults) or self._settable(key) or key == "model_config"
+        return (
+            key in self.values or key in vars(self.defaults) or self._settable(key)
+            or key == "model_config"
+        )
 
     def _settable(self, key: str) -> bool:
         """A property with a setter, such as train_batch_size_per_learner."""
@@ -350,7 +358,8 @@ class ConfigSchema:
         return isinstance(prop, property) and prop.fset is not None
 
     def new_api_stack(self, trial: Mapping[str, Any]) -> bool:
-        return bool(trial.get("enable_rl_module_and_learner", self.defaults.enable_rl_module_and_learner))
+        default = self.defaults.enable_rl_module_and_learner
+        return bool(trial.get("enable_rl_module_and_learner", default))
 
     def default(self, key: str) -> Any:
         return self.values.get(key, getattr(self.defaults, key, None))
@@ -477,7 +486,7 @@ def _check_env(env: Any, where: str) -> None:
     if env in gymnasium.envs.registry or _global_registry.contains(ENV_CREATOR, env):
         return
     raise UserError(
-        f"{where}, 'env: {env}': no such environment.{_suggest(env, list(gymnasium.envs.registry))} "
+        f"{where}, 'env: {env}': no such environment.{_suggest(env, list(gymnasium.registry))} "
         "Use a gymnasium id such as Hopper-v5, or register the env with ray.tune.register_env."
     )
 
@@ -497,14 +506,14 @@ def _check_stop(trial: dict[str, Any], spec: ExperimentSpec, new_api_stack: bool
                 f"Reported keys include {', '.join(REPORTED_KEYS)}, {RETURN_KEY}."
             )
         if key.startswith("evaluation/") and not trial.get("evaluation_interval"):
-            raise UserError(f"{where}: reported only with evaluation on; set config evaluation_interval.")
+            raise UserError(f"{where}: reported only with evaluation on; set evaluation_interval.")
 
 
 def _unreported_key_hint(key: str) -> str | None:
     """None if the new API stack may report `key`, else a hint at the key to use instead."""
     head, *rest = key.split("/")
     last = rest[-1] if rest else head
-    if last in RETIRED_RESULT_KEYS:  # e.g. env_runners/episode_reward_mean -> .../episode_return_mean
+    if last in RETIRED_RESULT_KEYS:  # env_runners/episode_reward_mean -> .../episode_return_mean
         new = RETIRED_RESULT_KEYS[last]
         return f" Use '{'/'.join([head, *rest[:-1], new.split('/')[-1]]) if rest else new}'."
     if (head in REPORTED_KEYS and not rest) or (head in REPORTED_GROUPS and rest):
@@ -542,12 +551,12 @@ def _describe(value: Any) -> str:
 def dry_run_report(specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]]) -> str:
     """The resolved experiments as YAML (machine-readable: tests and users can load it)."""
     doc = {
-        s.name: {"run": s.run, "stop": s.stop, "num_trials": len(trials[s.name]), "trials": trials[s.name]}
+        s.name: dict(run=s.run, stop=s.stop, num_trials=len(trials[s.name]), trials=trials[s.name])
         for s in specs
     }
     total = sum(len(t) for t in trials.values())
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
-    return f"{body}# {total} trial(s) in {len(specs)} experiment(s); dry run, nothing was started.\n"
+    return f"{body}# {total} trial(s) in {len(specs)} experiment(s); dry run, nothing started.\n"
 
 
 def tune_experiments(specs: Sequence[ExperimentSpec], run_name: str, storage_path: str) -> list:
@@ -577,7 +586,9 @@ def _tune_experiment(spec: ExperimentSpec, run_name: str, storage_path: str) -> 
         config=to_algorithm_config(spec.config),
         num_samples=spec.num_samples,
         storage_path=storage_path,
-        checkpoint_config=tune.CheckpointConfig(**{"checkpoint_at_end": True, **spec.checkpoint_config}),
+        checkpoint_config=tune.CheckpointConfig(
+            **{"checkpoint_at_end": True, **spec.checkpoint_config}
+        ),
         trial_name_creator=functools.partial(_trial_name, spec.name),
     )
 
@@ -603,7 +614,10 @@ def run_experiments(
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     return tune.run_experiments(
         tune_experiments(specs, run_name, storage_path),
-        progress_reporter=tune.CLIReporter(metric_columns=PROGRESS_COLUMNS, max_report_frequency=30),
+        # A table every 30 s keeps the logs of hour-long runs readable.
+        progress_reporter=tune.CLIReporter(
+            metric_columns=PROGRESS_COLUMNS, max_report_frequency=30
+        ),
         verbose=1,
         # AUTO resumes if the run directory holds state, else starts fresh; ERRORED also
         # restarts failed trials (e.g. on a lost node) from their last checkpoint.
@@ -663,7 +677,7 @@ def _prog() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_prog(),
-        description="Train RLlib algorithms (GePPO and RLlib's built-ins) from tuned-example YAML files.",
+        description="Train GePPO and RLlib's built-in algorithms from tuned-example YAML files.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{train,report}")
     train = commands.add_parser("train", help="train from a YAML file: train file <path>")
@@ -674,11 +688,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every experiment of a tuned-example YAML file as one Ray Tune run.",
     )
     file.add_argument("file", help="tuned-example YAML file, e.g. tuned_examples/geppo_hopper.yaml")
-    file.add_argument("--address", help="join this Ray cluster (e.g. auto); default: start a local Ray")
     file.add_argument(
-        "--storage-path", default="results", help="where Tune writes results and checkpoints (default: ./results)"
+        "--address", help="join this Ray cluster (e.g. auto); default: start a local Ray"
     )
-    file.add_argument("--dry-run", action="store_true", help="validate and print the resolved trials as YAML")
+    file.add_argument(
+        "--storage-path", default="results",
+        help="where Tune writes results and checkpoints (default: ./results)",
+    )
+    file.add_argument(
+        "--dry-run", action="store_true", help="validate, print the resolved trials as YAML, stop"
+    )
     file.add_argument(
         "--config", "-c", action="append", default=[], metavar="KEY=VALUE",
         help="override a config value in every experiment; VALUE is YAML, dots reach nested keys "
@@ -702,7 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     file.set_defaults(handler=train_file)
     # Its arguments, --help included, are parsed by rllib_geppo.report once imported.
-    commands.add_parser("report", add_help=False, help="tables and plots from results (report --help)")
+    commands.add_parser(
+        "report", add_help=False, help="tables and plots from results (report --help)"
+    )
     return parser
 
 
@@ -714,7 +735,8 @@ def train_file(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(dry_run_report(specs, trials))
         return 0
-    storage = args.storage_path if "://" in args.storage_path else os.path.abspath(args.storage_path)
+    storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
+    storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
     log.info(
         "%s: %d trial(s) in %d experiment(s); results in %s/%s",
@@ -741,7 +763,7 @@ def report_command(argv: Sequence[str]) -> int:
         from rllib_geppo import report
     except ModuleNotFoundError as e:
         if e.name == "rllib_geppo.report":
-            raise UserError("the report command is not available in this installation of rllib-geppo.")
+            raise UserError("the report command is not available in this installation.")
         raise UserError(f"the report command needs '{e.name}': pip install 'rllib-geppo[report]'.")
     parser = argparse.ArgumentParser(prog=f"{_prog()} report")
     report.add_report_arguments(parser)

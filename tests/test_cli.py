@@ -1,4 +1,4 @@
-"""`rllib train file`: real runs through the console script, dry runs, and exit code 2 for bad input.
+"""`rllib train file`: real runs through the console script, dry runs, exit code 2 for bad input.
 
 Training runs start their own local Ray in a subprocess; everything else runs main() in-process
 and must not start Ray at all.
@@ -73,27 +73,29 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
     for experiment in ("geppo", "rllib-ppo"):
         # Both experiments land in one run directory (results/<file stem>), with all Tune files.
         (trial_dir,) = (tmp_path / "results" / "tiny").glob(f"{experiment}_*")
-        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-        assert [r["training_iteration"] for r in results] == [1, 2]
+        lines = (trial_dir / "result.json").read_text().splitlines()
+        assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]
         assert (trial_dir / "progress.csv").is_file() and (trial_dir / "params.json").is_file()
         assert list(trial_dir.glob("checkpoint_*/algorithm_state.pkl"))
-        summary = next(line for line in proc.stdout.splitlines() if line.strip().startswith(f"{experiment}_"))
-        assert "TERMINATED" in summary and "env steps 512" in summary and f"checkpoint {trial_dir}" in summary
+        summary_lines = proc.stdout.split("\nSummary:\n")[1].splitlines()
+        (summary,) = [line for line in summary_lines if line.strip().startswith(f"{experiment}_")]
+        assert "TERMINATED" in summary and "env steps 512" in summary
+        assert f"checkpoint {trial_dir}/checkpoint_" in summary
 
 
 def test_python_m_dry_run_resolves_grid_search(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "rllib_geppo", "train", "file", str(write(tmp_path, GRID)), "--dry-run",
-         "--storage-path", str(tmp_path / "results")],
+        [sys.executable, "-m", "rllib_geppo", "train", "file", str(write(tmp_path, GRID)),
+         "--dry-run", "--storage-path", str(tmp_path / "results")],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     trials = yaml.safe_load(proc.stdout)["sweep"]["trials"]
     # 2 envs x 3 seeds x num_samples 2, every trial fully resolved.
     assert len(trials) == 12
-    assert sorted((t["env"], t["seed"]) for t in trials) == sorted(
-        (env, seed) for env in ("Pendulum-v1", "MountainCarContinuous-v0") for seed in (0, 1, 2) for _ in (0, 1)
-    )
+    envs = ("Pendulum-v1", "MountainCarContinuous-v0")
+    expected = [(env, seed) for env in envs for seed in (0, 1, 2) for _ in range(2)]
+    assert sorted((t["env"], t["seed"]) for t in trials) == sorted(expected)
     assert all(t["lr"] == 3e-4 for t in trials)  # `3e-4` is a float, not YAML 1.1's string
     assert not (tmp_path / "results").exists()
 
@@ -118,7 +120,7 @@ def test_experiment_option_selects_experiments(capsys):
 def test_tuned_examples_pass_dry_run(path, capsys):
     out = dry_run(capsys, str(path))
     assert out and all(e["num_trials"] >= 1 for e in out.values())
-    assert path.read_text().startswith("# ")  # each file says what it reproduces and how long it takes
+    assert path.read_text().startswith("# ")  # says what it reproduces and how long it takes
 
 
 def test_mujoco_examples_cover_the_paper(capsys):
@@ -135,22 +137,44 @@ def test_mujoco_examples_cover_the_paper(capsys):
     assert (by_env["Humanoid-v5"]["lr"], by_env["Humanoid-v5"]["init_std_multiple"]) == (3e-5, 0.5)
     assert (by_env["Hopper-v5"]["lr"], by_env["Hopper-v5"]["init_std_multiple"]) == (3e-4, 1.0)
     assert {e["run"] for e in ppo.values()} == {"GePPO", "PPO"}
-    assert all(not t["sample_reuse"] for e in ppo.values() if e["run"] == "GePPO" for t in e["trials"])
+    geppo_as_ppo = [t for e in ppo.values() if e["run"] == "GePPO" for t in e["trials"]]
+    assert len(geppo_as_ppo) == 30 and not any(t["sample_reuse"] for t in geppo_as_ppo)
 
 
-# (YAML text or None for a missing file, extra arguments, substrings the message must contain)
+# case -> (YAML text, or None for a missing file; extra arguments; substrings of the message)
 BAD_INPUT = {
     "missing file": (None, [], ["no such file"]),
     "yaml syntax": ("exp:\n  run: PPO\n  stop: {a: 1\n", [], ["exp.yaml:4:1", "YAML syntax error"]),
-    "unknown algorithm": (TINY.replace("run: GePPO", "run: GePPPO"), [], ["'geppo'", "unknown algorithm", "Did you mean 'GePPO'"]),
-    "unknown config key": (TINY.replace("num_epochs: 1", "num_epoch: 1"), [], ["config key 'num_epoch'", "Did you mean 'num_epochs'"]),
-    "wrong value type": (TINY, ["-c", "num_epochs=two"], ["--config num_epochs=two", "expected a number", "got string 'two'"]),
+    "unknown algorithm": (
+        TINY.replace("run: GePPO", "run: GePPPO"), [],
+        ["'geppo'", "unknown algorithm", "Did you mean 'GePPO'"],
+    ),
+    "unknown config key": (
+        TINY.replace("num_epochs: 1", "num_epoch: 1"), [],
+        ["config key 'num_epoch'", "Did you mean 'num_epochs'"],
+    ),
+    "wrong value type": (
+        TINY, ["-c", "num_epochs=two"],
+        ["--config num_epochs=two", "expected a number", "got string 'two'"],
+    ),
     "rllib rejects value": (TINY, ["-c", "gamma=1.5"], ["rejects the config", "gamma"]),
-    "stop key never reported": (TINY.replace("training_iteration", "timesteps_total"), [], ["stop key 'timesteps_total'", "never reports", "Use 'num_env_steps_sampled_lifetime'"]),
-    "renamed stop key": (TINY, ["--stop", "env_runners/episode_reward_mean=-200"], ["Use 'env_runners/episode_return_mean'"]),
-    "unknown env": (TINY.replace("Pendulum-v1", "Pendulum-v2"), [], ["no such environment", "Did you mean 'Pendulum-v1'"]),
-    "old-stack model key": (TINY, ["-c", "model={fcnet_hiddens: [8]}"], ["'model'", "model_config"]),
-    "retired experiment key": (TINY.replace("  stop:", "  checkpoint_freq: 5\n  stop:", 1), [], ["'checkpoint_freq'", "checkpoint_config: {checkpoint_frequency: N}"]),
+    "stop key never reported": (
+        TINY.replace("training_iteration", "timesteps_total"), [],
+        ["stop key 'timesteps_total'", "never reports", "Use 'num_env_steps_sampled_lifetime'"],
+    ),
+    "renamed stop key": (
+        TINY, ["--stop", "env_runners/episode_reward_mean=-200"],
+        ["Use 'env_runners/episode_return_mean'"],
+    ),
+    "unknown env": (
+        TINY.replace("Pendulum-v1", "Pendulum-v2"), [],
+        ["no such environment", "Did you mean 'Pendulum-v1'"],
+    ),
+    "old-stack model key": (TINY, ["-c", "model={hidden: 8}"], ["'model'", "model_config"]),
+    "retired experiment key": (
+        TINY.replace("  stop:", "  checkpoint_freq: 5\n  stop:", 1), [],
+        ["'checkpoint_freq'", "checkpoint_config: {checkpoint_frequency: N}"],
+    ),
     "override without =": (TINY, ["-c", "lr"], ["--config lr", "expected KEY=VALUE"]),
     "unknown experiment": (TINY, ["-e", "gepo"], ["no experiment 'gepo'", "Did you mean 'geppo'"]),
 }
@@ -170,7 +194,9 @@ def test_bad_input_exits_2_with_one_message(case, tmp_path, capsys):
 
 def test_bad_input_exits_2_from_the_console_script(tmp_path):
     yaml_file = write(tmp_path, TINY.replace("num_epochs: 1", "lrr: 1"))
-    proc = subprocess.run([str(RLLIB), "train", "file", str(yaml_file)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(RLLIB), "train", "file", str(yaml_file)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"rllib: error: {yaml_file}: experiment 'geppo', config key 'lrr': not a setting of GePPO. "

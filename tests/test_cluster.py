@@ -47,7 +47,8 @@ def small_config(**env_runners):
 
 
 def node_ids(node_filter=None):
-    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and (node_filter is None or node_filter(n))}
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    return {n["NodeID"] for n in nodes if node_filter is None or node_filter(n)}
 
 
 def env_runner_nodes(algo):
@@ -70,7 +71,9 @@ def test_env_runners_spread_over_both_nodes_and_training_progresses(cluster):
 
 def test_custom_resource_pins_env_runners_to_the_worker_node(cluster):
     config = small_config(
-        num_env_runners=2, num_cpus_per_env_runner=0.5, custom_resources_per_env_runner={WORKER_RESOURCE: 1}
+        num_env_runners=2,
+        num_cpus_per_env_runner=0.5,
+        custom_resources_per_env_runner={WORKER_RESOURCE: 1},
     )
     algo = config.build_algo()
     try:
