@@ -24,6 +24,9 @@ PIK_LOGP = "geppo_pik_logp"  # log pi_k(a|s): the centre of the clip range
 PIK_DIST_INPUTS = "geppo_pik_dist_inputs"  # pi_k's distribution inputs, for the KL diagnostic
 SAMPLE_WEIGHTS = "geppo_sample_weights"  # nu[age] rescaled to mean 1
 
+#: Scaled rewards are clipped to +-REWARD_CLIP (authors' code).
+REWARD_CLIP = 10.0
+
 
 class ComputeGePPOTargets(ConnectorV2):
     """Adds advantages, value targets, pi_k log-probs and per-sample weights to the batch.
@@ -58,7 +61,7 @@ class ComputeGePPOTargets(ConnectorV2):
         # the row after a real step always carries V(s_{t+1}).
         next_values = torch.roll(values, -1)
         advantages, targets = vtrace_gae_segments(
-            rewards=batch[Columns.REWARDS][real] / self.reward_scale,
+            rewards=torch.clamp(batch[Columns.REWARDS][real] / self.reward_scale, -REWARD_CLIP, REWARD_CLIP),
             values=values[real],
             next_values=next_values[real],
             terminateds=batch[Columns.TERMINATEDS][real],
