@@ -145,7 +145,7 @@ def _experiment_spec(path: Path, name: str, exp: Any) -> ExperimentSpec:
     for key in exp:
         if key in RETIRED_EXPERIMENT_KEYS:
             new = RETIRED_EXPERIMENT_KEYS[key]
-            raise UserError(f"{where}: '{key}' is no longer supported; use {new}.")
+            raise UserError(f"{where}: '{key}' is not supported here; use {new}.")
         if key not in EXPERIMENT_KEYS:
             raise UserError(
                 f"{where}: unknown key '{key}'.{_suggest(key, EXPERIMENT_KEYS)} "
