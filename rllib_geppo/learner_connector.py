@@ -17,15 +17,12 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-from rllib_geppo.vtrace import vtrace_gae_segments
+from rllib_geppo.targets import geppo_targets
 
 #: Extra train-batch columns this piece writes.
 PIK_LOGP = "geppo_pik_logp"  # log pi_k(a|s): the centre of the clip range
 PIK_DIST_INPUTS = "geppo_pik_dist_inputs"  # pi_k's distribution inputs, for the KL diagnostic
 SAMPLE_WEIGHTS = "geppo_sample_weights"  # nu[age] rescaled to mean 1
-
-#: Scaled rewards are clipped to +-REWARD_CLIP (authors' code).
-REWARD_CLIP = 10.0
 
 
 class ComputeGePPOTargets(ConnectorV2):
@@ -60,33 +57,26 @@ class ComputeGePPOTargets(ConnectorV2):
         # Rows are episode chunks laid end to end, each closed by a phantom row holding s_T:
         # the row after a real step always carries V(s_{t+1}).
         next_values = torch.roll(values, -1)
-        advantages, targets = vtrace_gae_segments(
-            rewards=torch.clamp(batch[Columns.REWARDS][real] / self.reward_scale, -REWARD_CLIP, REWARD_CLIP),
+        advantages, targets, weights = geppo_targets(
+            rewards=batch[Columns.REWARDS][real],
             values=values[real],
             next_values=next_values[real],
             terminateds=batch[Columns.TERMINATEDS][real],
             behaviour_logp=batch[Columns.ACTION_LOGP][real],
-            target_logp=pik_logp[real],
+            pik_logp=pik_logp[real],
+            versions=batch[WEIGHTS_SEQ_NO][real],
             lengths=[n - 1 for n in lengths],
-            gamma=self.gamma, lambda_=self.lambda_, clip_c=self.vtrace_clip,
+            weights_by_version=self.weights_by_version,
+            reward_scale=self.reward_scale,
+            gamma=self.gamma, lambda_=self.lambda_, vtrace_clip=self.vtrace_clip,
         )
         return {
             Postprocessing.ADVANTAGES: _scatter(advantages, real),
             Postprocessing.VALUE_TARGETS: _scatter(targets, real),
             PIK_LOGP: pik_logp,
             PIK_DIST_INPUTS: dist_inputs,
-            SAMPLE_WEIGHTS: self._sample_weights(batch[WEIGHTS_SEQ_NO], real),
+            SAMPLE_WEIGHTS: _scatter(weights, real),
         }
-
-    def _sample_weights(self, versions: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-        table = self.weights_by_version
-        if not table:
-            raise RuntimeError("ComputeGePPOTargets.weights_by_version was not set for this update.")
-        lookup = torch.zeros(max(table) + 1, device=versions.device)
-        for version, weight in table.items():
-            lookup[version] = weight
-        weights = lookup[versions.long().clamp(0, len(lookup) - 1)]
-        return torch.where(real, weights, torch.zeros_like(weights))
 
 
 def _scatter(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -61,6 +61,53 @@ def clipped_surrogate_loss(
     return torch.mean(weights * torch.maximum(-rho * advantages, -clipped * advantages))
 
 
+def value_loss(values: Tensor, value_targets: Tensor, weights: Tensor) -> Tensor:
+    """``0.5 * mean(w * (target - V)^2)``; the targets are fixed for the whole update."""
+    return 0.5 * torch.mean(weights * (value_targets - values) ** 2)
+
+
+def geppo_losses(
+    *,
+    logp: Tensor,
+    behaviour_logp: Tensor,
+    pik_logp: Tensor,
+    advantages: Tensor,
+    values: Tensor,
+    value_targets: Tensor,
+    weights: Tensor,
+    clip_eps: float,
+) -> tuple[Tensor, Tensor]:
+    """One minibatch's ``(policy_loss, value_loss)``: advantages standardised over the minibatch,
+    then :func:`clipped_surrogate_loss` and :func:`value_loss`. Arguments as there."""
+    advantages = standardize_advantages(advantages, torch.exp(pik_logp - behaviour_logp), weights)
+    return (clipped_surrogate_loss(logp, behaviour_logp, pik_logp, advantages, weights, clip_eps),
+            value_loss(values, value_targets, weights))
+
+
+def policy_change_stats(
+    *,
+    logp: Tensor,
+    behaviour_logp: Tensor,
+    pik_logp: Tensor,
+    weights: Tensor,
+    kl: Tensor,
+    entropy: Tensor,
+    clip_eps: float,
+) -> dict[str, Tensor]:
+    """An update's diagnostics over all stored samples: ``tv`` (drives the lr rule),
+    ``clip_fraction``, ``mean_kl`` (KL(pi_k || pi_theta)) and ``entropy`` (all but the clip
+    fraction weighted by w).
+
+    ``kl`` and ``entropy`` are per sample, from the caller's distribution classes.
+    """
+    return {
+        "tv": tv_estimate(logp, behaviour_logp, pik_logp, weights),
+        "clip_fraction": clip_fraction(logp, behaviour_logp, pik_logp, clip_eps),
+        "mean_kl": torch.mean(weights * kl),
+        "entropy": torch.mean(weights * entropy),
+    }
+
+
 def tv_estimate(logp: Tensor, behaviour_logp: Tensor, pik_logp: Tensor, weights: Tensor) -> Tensor:
     """Sample estimate of E_nu E_{d^{pi_{k-i}}}[TV(pi_theta, pi_k)(s)] (Lemma 2):
     ``0.5 * mean(w * |pi_theta/mu - pi_k/mu|)``."""

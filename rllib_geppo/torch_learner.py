@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
@@ -50,17 +50,16 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         real = batch[Columns.LOSS_MASK]  # drop the phantom bootstrap rows
         dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS][real])
         logp = dist.logp(batch[Columns.ACTIONS][real])
-        mu_logp, pik_logp = batch[Columns.ACTION_LOGP][real], batch[PIK_LOGP][real]
-        weights = batch[SAMPLE_WEIGHTS][real]
-
-        advantages = objective.standardize_advantages(
-            batch[Postprocessing.ADVANTAGES][real], torch.exp(pik_logp - mu_logp), weights)
-        policy_loss = objective.clipped_surrogate_loss(
-            logp, mu_logp, pik_logp, advantages, weights, self.clip_eps)
-
-        values = fwd_out[Columns.VF_PREDS][real]
-        vf_loss = 0.5 * torch.mean(weights * (batch[Postprocessing.VALUE_TARGETS][real] - values) ** 2)
-
+        policy_loss, vf_loss = objective.geppo_losses(
+            logp=logp,
+            behaviour_logp=batch[Columns.ACTION_LOGP][real],
+            pik_logp=batch[PIK_LOGP][real],
+            advantages=batch[Postprocessing.ADVANTAGES][real],
+            values=fwd_out[Columns.VF_PREDS][real],
+            value_targets=batch[Postprocessing.VALUE_TARGETS][real],
+            weights=batch[SAMPLE_WEIGHTS][real],
+            clip_eps=self.clip_eps,
+        )
         self.metrics.log_dict({POLICY_LOSS_KEY: policy_loss, VF_LOSS_KEY: vf_loss},
                               key=module_id, window=1)
         # Separate networks and optimizers: the sum gives each its own gradient, the same as
@@ -75,16 +74,14 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         dist_cls = module.get_train_action_dist_cls()
         new_dist = dist_cls.from_logits(module.forward_train(batch)[Columns.ACTION_DIST_INPUTS][real])
         old_dist = dist_cls.from_logits(batch[PIK_DIST_INPUTS][real])
-        logp = new_dist.logp(batch[Columns.ACTIONS][real])
-        mu_logp, pik_logp = batch[Columns.ACTION_LOGP][real], batch[PIK_LOGP][real]
-        weights = batch[SAMPLE_WEIGHTS][real]
-        self.metrics.log_dict(
-            {
-                "tv": objective.tv_estimate(logp, mu_logp, pik_logp, weights),
-                "clip_fraction": objective.clip_fraction(logp, mu_logp, pik_logp, self.clip_eps),
-                "mean_kl": torch.mean(weights * old_dist.kl(new_dist)),
-                ENTROPY_KEY: torch.mean(weights * new_dist.entropy()),
-                "policy_lr": self._get_optimizer_lr(self.get_optimizer(module_id, POLICY_OPTIMIZER)),
-            },
-            key=module_id, window=1,
+        stats = objective.policy_change_stats(
+            logp=new_dist.logp(batch[Columns.ACTIONS][real]),
+            behaviour_logp=batch[Columns.ACTION_LOGP][real],
+            pik_logp=batch[PIK_LOGP][real],
+            weights=batch[SAMPLE_WEIGHTS][real],
+            kl=old_dist.kl(new_dist),
+            entropy=new_dist.entropy(),
+            clip_eps=self.clip_eps,
         )
+        stats["policy_lr"] = self._get_optimizer_lr(self.get_optimizer(module_id, POLICY_OPTIMIZER))
+        self.metrics.log_dict(stats, key=module_id, window=1)
