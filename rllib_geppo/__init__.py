@@ -7,8 +7,9 @@ from ray.tune.registry import register_trainable
 
 from rllib_geppo.algorithm import GePPO
 from rllib_geppo.config import GePPOConfig
+from rllib_geppo.torch_policy import GePPOTorchPolicy
 
 __version__ = "0.1.0"
-__all__ = ["GePPO", "GePPOConfig"]
+__all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]
 
 register_trainable("GePPO", GePPO)

@@ -10,6 +10,9 @@ Each ``training_step`` (iteration k):
 4. adapt the policy lr from the TV estimate of the update (one decision for all learners);
 5. sync the new weights (and observation statistics, which live in the module) to the
    EnvRunners.
+
+On RLlib's old API stack the same steps run in ``_training_step_old_api_stack``
+(``rllib_geppo.old_stack``), with :class:`rllib_geppo.GePPOTorchPolicy`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from rllib_geppo.config import GePPOConfig
 from rllib_geppo.learner import OBS_STATS, POLICY_LR, REWARD_SCALE, WEIGHTS_BY_VERSION
 from rllib_geppo.normalization import RunningMeanStd, discounted_returns_to_go
 from rllib_geppo.objective import adapt_lr
+from rllib_geppo.old_stack import OldAPIStackTraining
 from rllib_geppo.policy_weights import effective_sample_size
 from rllib_geppo.rl_module import check_spaces
 from rllib_geppo.sample_store import SampleStore
@@ -52,7 +56,7 @@ logger = logging.getLogger(__name__)
 COMPONENT_GEPPO = "geppo"
 
 
-class GePPO(PPO):
+class GePPO(OldAPIStackTraining, PPO):
     """Generalized Proximal Policy Optimization with Sample Reuse (Queeney et al., 2021)."""
 
     @classmethod
@@ -84,6 +88,8 @@ class GePPO(PPO):
 
     @override(PPO)
     def training_step(self) -> None:
+        if not self.config.enable_env_runner_and_connector_v2:
+            return self._training_step_old_api_stack()
         config: GePPOConfig = self.config
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, env_runner_results = synchronous_parallel_sample(
@@ -111,11 +117,7 @@ class GePPO(PPO):
             self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
 
         self._log_store_metrics()
-        if config.adaptive_lr:
-            tv = float(self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID, "tv")))
-            self.policy_lr = adapt_lr(self.policy_lr, tv, self.clip_eps,
-                                      factor=config.lr_adapt_factor,
-                                      min_ratio=config.lr_adapt_min_ratio)
+        self._adapt_policy_lr(float(self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID, "tv"))))
 
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self._sync_env_runner_weights()
@@ -139,12 +141,22 @@ class GePPO(PPO):
 
     def _update_running_stats(self, episodes: list) -> None:
         """Fold the new batch's raw observations and discounted returns into the statistics."""
-        obs = np.concatenate([e.get_observations(slice(0, len(e))) for e in episodes])
+        self._fold_running_stats(np.concatenate([e.get_observations(slice(0, len(e))) for e in episodes]),
+                                 [e.get_rewards() for e in episodes])
+
+    def _fold_running_stats(self, obs: np.ndarray, reward_segments: list[np.ndarray]) -> None:
+        """Fold observations and the discounted returns of trajectory segments into the statistics."""
         if self.obs_stats is None:
             self.obs_stats = RunningMeanStd(obs.shape[1:])
         self.obs_stats.update(obs)
         self.return_stats.update(np.concatenate(
-            [discounted_returns_to_go(e.get_rewards(), self.config.gamma) for e in episodes]))
+            [discounted_returns_to_go(rewards, self.config.gamma) for rewards in reward_segments]))
+
+    def _adapt_policy_lr(self, tv: float) -> None:
+        """Algorithm 1's lr rule: one decision per iteration from the update's TV estimate."""
+        if self.config.adaptive_lr:
+            self.policy_lr = adapt_lr(self.policy_lr, tv, self.clip_eps, factor=self.config.lr_adapt_factor,
+                                      min_ratio=self.config.lr_adapt_min_ratio)
 
     def _update_inputs(self) -> dict[str, Any]:
         """The per-iteration decisions every learner receives, via ``update(timesteps=...)``."""
@@ -166,41 +178,63 @@ class GePPO(PPO):
         return max(1, per_learner // self.config.num_minibatches)
 
     def _log_store_metrics(self) -> None:
+        for key, value in self._store_metrics().items():
+            self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
+
+    def _store_metrics(self) -> dict[str, float]:
         nu = self.policy_weights[: len(self.store.batches)]
-        values = {
+        return {
             "tv_target": 0.5 * self.clip_eps,
             "clip_eps": self.clip_eps,
             "num_policies": len(self.store.batches),
             "effective_sample_size": effective_sample_size(nu / nu.sum(), self.config.samples_per_iteration),
             "reward_scale": float(np.sqrt(self.return_stats.var + 1e-8)),
         }
-        for key, value in values.items():
-            self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
 
     @override(Algorithm)
     def get_state(self, components: str | Collection[str] | None = None, *,
                   not_components: str | Collection[str] | None = None, **kwargs) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         if self._check_component(COMPONENT_GEPPO, components, not_components):
-            state[COMPONENT_GEPPO] = {
-                "store": self.store.get_state(),
-                "policy_lr": self.policy_lr,
-                "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
-                "return_stats": self.return_stats.get_state(),
-            }
+            state[COMPONENT_GEPPO] = self._geppo_state()
         return state
 
     @override(Algorithm)
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
-        if COMPONENT_GEPPO in state:
-            geppo = state[COMPONENT_GEPPO]
-            self.store.set_state(geppo["store"])
-            self.policy_lr = geppo["policy_lr"]
-            if geppo["obs_stats"] is not None:
-                self.obs_stats = RunningMeanStd()
-                self.obs_stats.set_state(geppo["obs_stats"])
-            self.return_stats.set_state(geppo["return_stats"])
+        self._set_geppo_state(state)
+
+    @override(Algorithm)
+    def __getstate__(self) -> dict[str, Any]:
+        # Old API stack: its checkpoints go through __getstate__/__setstate__, not get_state.
+        state = super().__getstate__()
+        state[COMPONENT_GEPPO] = self._geppo_state()
+        return state
+
+    @override(Algorithm)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._set_geppo_state(state)
+
+    def _geppo_state(self) -> dict[str, Any]:
+        """The store, the adapted lr and the running statistics."""
+        return {
+            "store": self.store.get_state(),
+            "policy_lr": self.policy_lr,
+            "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
+            "return_stats": self.return_stats.get_state(),
+        }
+
+    def _set_geppo_state(self, state: dict[str, Any]) -> None:
+        if COMPONENT_GEPPO not in state:
+            return
+        geppo = state[COMPONENT_GEPPO]
+        self.store.set_state(geppo["store"])
+        self.policy_lr = geppo["policy_lr"]
+        if geppo["obs_stats"] is not None:
+            self.obs_stats = RunningMeanStd()
+            self.obs_stats.set_state(geppo["obs_stats"])
+        self.return_stats.set_state(geppo["return_stats"])
 
 
 def _newest_version(episodes: list) -> int:

@@ -156,11 +156,16 @@ class GePPOConfig(PPOConfig):
 
     @override(PPOConfig)
     def validate(self) -> None:
-        super().validate()
-        if not self.enable_rl_module_and_learner:
-            self._value_error(
-                "GePPO's old-API-stack policy is not available yet: use RLlib's default new "
-                "API stack (remove the .api_stack(...) call).")
+        if self.enable_rl_module_and_learner or self.minibatch_size is not None:
+            super().validate()
+        else:
+            # On the old stack PPOConfig.validate compares minibatch_size with
+            # train_batch_size, which fails for GePPO's derived one (None): stand in for it.
+            self.minibatch_size = 1
+            try:
+                super().validate()
+            finally:
+                self.minibatch_size = None
         if self.framework_str != "torch":
             self._value_error(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
                               "Fix: .framework('torch').")

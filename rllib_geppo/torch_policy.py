@@ -1,0 +1,285 @@
+"""`GePPOTorchPolicy`: GePPO on RLlib's old API stack (RolloutWorkers, ``Policy``, ``ModelV2``).
+
+The policy evaluates pi_k and the critic on the whole store (:meth:`GePPOTorchPolicy.compute_targets`),
+computes one minibatch's loss and measures the policy change of an update; the update loop is
+the Algorithm's (``rllib_geppo.old_stack``). The arithmetic is shared with the new stack: targets
+in ``rllib_geppo.targets``, losses and diagnostics in ``rllib_geppo.objective``.
+
+The default model, :class:`GePPOTorchModelV2`, wraps the new stack's RLModule, so both stacks run
+the same networks, initialisation and in-model observation normalisation. Any custom ``ModelV2``
+with a value branch works too (``config.training(model={"custom_model": ...})``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.models.catalog import MODEL_DEFAULTS, ModelCatalog
+from ray.rllib.models.modelv2 import ModelV2
+from ray.rllib.models.torch.torch_action_dist import TorchDistributionWrapper
+from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
+from ray.rllib.policy.sample_batch import SampleBatch
+from ray.rllib.policy.torch_policy_v2 import TorchPolicyV2
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.torch_utils import clip_gradients, convert_to_torch_tensor
+from torch import nn
+
+from rllib_geppo import objective
+from rllib_geppo.config import GePPOConfig
+from rllib_geppo.learner_connector import PIK_DIST_INPUTS, PIK_LOGP, SAMPLE_WEIGHTS
+from rllib_geppo.rl_module import GePPOTorchRLModule
+from rllib_geppo.targets import geppo_targets
+
+#: Extra sample-batch columns. SEGMENT_END is written at collection time (one trajectory chunk
+#: per ``postprocess_trajectory`` call); VERSION by the Algorithm when it builds the update batch.
+SEGMENT_END = "geppo_segment_end"
+VERSION = "geppo_version"
+
+#: Columns :meth:`GePPOTorchPolicy.compute_targets` writes and the loss reads.
+TARGET_COLUMNS = (Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS, PIK_LOGP, SAMPLE_WEIGHTS)
+
+
+class GePPOTorchModelV2(TorchModelV2, nn.Module):
+    """The new stack's :class:`GePPOTorchRLModule` as a ModelV2 (same parameters and buffers).
+
+    ``model_config`` is GePPO's ``model_config`` (``fcnet_hiddens``, ``fcnet_activation``,
+    ``init_std_multiple``), not the old stack's ``model`` dict.
+    """
+
+    def __init__(self, obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
+                 model_config: dict, name: str):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        self.module = GePPOTorchRLModule(observation_space=obs_space, action_space=action_space,
+                                         model_config=model_config)
+        self._obs: torch.Tensor | None = None
+
+    @override(ModelV2)
+    def forward(self, input_dict, state, seq_lens):
+        # _forward, not forward_train: no value pass for every action the workers compute.
+        self._obs = input_dict["obs_flat"]
+        return self.module._forward({Columns.OBS: self._obs})[Columns.ACTION_DIST_INPUTS], state
+
+    @override(ModelV2)
+    def value_function(self) -> torch.Tensor:
+        return self.module.compute_values({Columns.OBS: self._obs})
+
+    def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Install new observation statistics (between iterations only)."""
+        self.module.set_obs_stats(mean, std)
+
+
+class GePPOTorchPolicy(TorchPolicyV2):
+    """GePPO's policy on the old API stack: separate Adam optimizers for the policy (adaptive lr,
+    grad-norm clip) and the value function (fixed ``vf_lr``, no clip).
+
+    The value optimizer takes the parameters that do not reach the action distribution; a
+    trunk shared by both heads stays with the policy optimizer and gets both losses' gradients.
+    Recurrent models are not supported (minibatches are shuffled samples).
+    """
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict):
+        algo_config = GePPOConfig().update_from_dict(config)
+        config = algo_config.to_dict()
+        self.clip_eps = algo_config.clip_eps  # solved once: the weight programs are not free
+        TorchPolicyV2.__init__(self, observation_space, action_space, config,
+                               max_seq_len=config["model"]["max_seq_len"])
+        if self.is_recurrent():
+            raise ValueError("GePPO's old-API-stack policy does not support recurrent models.")
+        if len(self.devices) > 1:
+            raise ValueError("GePPO's old-API-stack policy trains on one device: set num_gpus <= 1 "
+                             "(or use the new API stack with several learners).")
+        self._initialize_loss_from_dummy_batch()
+        self._loss_initialized = True  # TorchPolicyV2 declares the flag but never sets it
+        # compute_targets, not the loss, reads s_{t+1} (to bootstrap at segment ends): restore
+        # the column that RLlib's view-requirement pruning dropped.
+        next_obs = SampleBatch.NEXT_OBS
+        self.view_requirements[next_obs] = self._get_default_view_requirements()[next_obs]
+
+    @override(TorchPolicyV2)
+    def make_model_and_action_dist(self) -> tuple[ModelV2, type[TorchDistributionWrapper]]:
+        model_config = self.config["model"]
+        dist_class, num_outputs = ModelCatalog.get_action_dist(self.action_space, model_config,
+                                                               framework="torch")
+        if model_config.get("custom_model"):
+            model = ModelCatalog.get_model_v2(self.observation_space, self.action_space, num_outputs,
+                                              model_config, framework="torch")
+            return model, dist_class
+        for key in ("fcnet_hiddens", "fcnet_activation"):
+            if model_config.get(key) != MODEL_DEFAULTS[key]:
+                raise ValueError(
+                    f"GePPO's default model takes `{key}` from `model_config`, not from the old "
+                    f"stack's `model` dict. Fix: .rl_module(model_config={{'{key}': ...}}) "
+                    f"(YAML: model_config), or set model={{'custom_model': ...}}.")
+        geppo_model_config = {**self.config["_model_config"],
+                              "init_std_multiple": self.config["init_std_multiple"]}
+        model = GePPOTorchModelV2(self.observation_space, self.action_space, num_outputs,
+                                  geppo_model_config, "geppo_model")
+        return model, dist_class
+
+    @override(TorchPolicyV2)
+    def optimizer(self) -> list[torch.optim.Optimizer]:
+        value_params = _value_only_parameters(self.model, self.observation_space, self.device)
+        value_ids = {id(p) for p in value_params}
+        policy_params = [p for p in self.model.parameters() if id(p) not in value_ids]
+        return [torch.optim.Adam(policy_params, lr=self.config["lr"]),
+                torch.optim.Adam(value_params, lr=self.config["vf_lr"])]
+
+    @override(TorchPolicyV2)
+    def postprocess_trajectory(self, sample_batch: SampleBatch, other_agent_batches=None,
+                               episode=None) -> SampleBatch:
+        # One call per trajectory chunk: mark its end, where V-trace bootstraps from V(s_T).
+        ends = np.zeros(len(sample_batch), dtype=bool)
+        ends[-1:] = True
+        sample_batch[SEGMENT_END] = ends
+        if not self.loss_initialized():
+            # Targets are computed on the whole store at update time; zeros stand in so
+            # RLlib can trace the loss on its dummy batch.
+            for key in TARGET_COLUMNS:
+                sample_batch[key] = np.zeros(len(sample_batch), dtype=np.float32)
+        return sample_batch
+
+    @override(TorchPolicyV2)
+    def loss(self, model: ModelV2, dist_class: type[TorchDistributionWrapper],
+             train_batch: SampleBatch) -> list[torch.Tensor]:
+        dist_inputs, _ = model(train_batch)
+        policy_loss, vf_loss = objective.geppo_losses(
+            logp=dist_class(dist_inputs, model).logp(train_batch[SampleBatch.ACTIONS]),
+            behaviour_logp=train_batch[SampleBatch.ACTION_LOGP],
+            pik_logp=train_batch[PIK_LOGP],
+            advantages=train_batch[Postprocessing.ADVANTAGES],
+            values=model.value_function(),
+            value_targets=train_batch[Postprocessing.VALUE_TARGETS],
+            weights=train_batch[SAMPLE_WEIGHTS],
+            clip_eps=self.clip_eps,
+        )
+        model.tower_stats["policy_loss"] = policy_loss
+        model.tower_stats["vf_loss"] = vf_loss
+        return [policy_loss, vf_loss]  # one per optimizer: policy, value
+
+    @override(TorchPolicyV2)
+    def stats_fn(self, train_batch: SampleBatch) -> dict[str, Any]:
+        return convert_to_numpy({key: torch.mean(torch.stack(self.get_tower_stats(key)))
+                                 for key in ("policy_loss", "vf_loss")})
+
+    @override(TorchPolicyV2)
+    def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict[str, Any]:
+        # Clip the policy's gradient norm only (the same function as the new stack's learner).
+        if optimizer is not self._optimizers[0] or not self.config["grad_clip"]:
+            return {}
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        grads = {i: p.grad for i, p in enumerate(params)}
+        norm = clip_gradients(grads, grad_clip=self.config["grad_clip"],
+                              grad_clip_by=self.config["grad_clip_by"])
+        for i, p in enumerate(params):
+            p.grad = grads[i]  # "value" clipping replaces the tensors
+        return {} if norm is None else {"policy_grad_norm": convert_to_numpy(norm)}
+
+    # -- GePPO's per-update steps (called by the Algorithm) -----------------------------------
+
+    @property
+    def policy_lr(self) -> float:
+        return self._optimizers[0].param_groups[0]["lr"]
+
+    def set_policy_lr(self, lr: float) -> None:
+        """Set the policy optimizer's learning rate (adapted by the Algorithm each iteration)."""
+        for group in self._optimizers[0].param_groups:
+            group["lr"] = lr
+
+    def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Install observation statistics in models that normalise inside (the default one)."""
+        if hasattr(self.model, "set_obs_stats"):
+            self.model.set_obs_stats(mean, std)
+
+    @torch.no_grad()
+    def compute_targets(self, batch: SampleBatch, *, weights_by_version: Mapping[int, float],
+                        reward_scale: float) -> SampleBatch:
+        """The update batch: every stored sample with pi_k's log-probs and distribution inputs,
+        V-trace advantages and value targets under pi_k, and its policy weight.
+
+        ``batch`` holds the stored chunks end to end, with ``SEGMENT_END`` and ``VERSION``
+        columns. The result's columns are torch tensors on this policy's device.
+        """
+        data = {key: convert_to_torch_tensor(batch[key], device=self.device) for key in (
+            SampleBatch.OBS, SampleBatch.NEXT_OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS,
+            SampleBatch.TERMINATEDS, SampleBatch.ACTION_LOGP, SEGMENT_END, VERSION)}
+        dist_inputs, values = self._evaluate(data[SampleBatch.OBS])
+        pik_logp = self.dist_class(dist_inputs, self.model).logp(data[SampleBatch.ACTIONS])
+        ends = data[SEGMENT_END].bool()
+        if not ends[-1]:
+            raise ValueError("the update batch must end with a whole trajectory chunk.")
+        # Within a chunk the next row holds s_{t+1}; at its end, s_{t+1} is the stored next obs.
+        next_values = torch.roll(values, -1)
+        next_values[ends] = self._evaluate(data[SampleBatch.NEXT_OBS][ends])[1]
+        end_rows = torch.nonzero(ends).squeeze(-1)
+        advantages, value_targets, weights = geppo_targets(
+            rewards=data[SampleBatch.REWARDS].float(),
+            values=values,
+            next_values=next_values,
+            terminateds=data[SampleBatch.TERMINATEDS],
+            behaviour_logp=data[SampleBatch.ACTION_LOGP],
+            pik_logp=pik_logp,
+            versions=data[VERSION],
+            lengths=torch.diff(end_rows, prepend=end_rows.new_tensor([-1])),
+            weights_by_version=weights_by_version,
+            reward_scale=reward_scale,
+            gamma=self.config["gamma"], lambda_=self.config["lambda"],
+            vtrace_clip=self.config["vtrace_clip"],
+        )
+        return SampleBatch({
+            SampleBatch.OBS: data[SampleBatch.OBS],
+            SampleBatch.ACTIONS: data[SampleBatch.ACTIONS],
+            SampleBatch.ACTION_LOGP: data[SampleBatch.ACTION_LOGP],
+            PIK_LOGP: pik_logp,
+            PIK_DIST_INPUTS: dist_inputs,
+            Postprocessing.ADVANTAGES: advantages,
+            Postprocessing.VALUE_TARGETS: value_targets,
+            SAMPLE_WEIGHTS: weights,
+        })
+
+    @torch.no_grad()
+    def policy_change_stats(self, batch: SampleBatch) -> dict[str, float]:
+        """TV, clip fraction, KL(pi_k || pi_theta), entropy and the policy lr of the update just
+        made, over the update batch from :meth:`compute_targets`."""
+        new_dist = self.dist_class(self._evaluate(batch[SampleBatch.OBS])[0], self.model)
+        old_dist = self.dist_class(batch[PIK_DIST_INPUTS], self.model)
+        stats = objective.policy_change_stats(
+            logp=new_dist.logp(batch[SampleBatch.ACTIONS]),
+            behaviour_logp=batch[SampleBatch.ACTION_LOGP],
+            pik_logp=batch[PIK_LOGP],
+            weights=batch[SAMPLE_WEIGHTS],
+            kl=old_dist.kl(new_dist),
+            entropy=new_dist.entropy(),
+            clip_eps=self.clip_eps,
+        )
+        return {**{key: float(value) for key, value in stats.items()}, "policy_lr": self.policy_lr}
+
+    def _evaluate(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action-distribution inputs, values) of the current model."""
+        dist_inputs, _ = self.model(SampleBatch({SampleBatch.OBS: obs}, _is_training=False))
+        return dist_inputs, self.model.value_function()
+
+
+def _value_only_parameters(model: ModelV2, observation_space: gym.Space,
+                           device: torch.device) -> list[nn.Parameter]:
+    """The parameters that reach the value output but not the action distribution's inputs."""
+    obs = convert_to_torch_tensor(np.stack([observation_space.sample()] * 2).astype(np.float32),
+                                  device=device)
+    dist_inputs, _ = model(SampleBatch({SampleBatch.OBS: obs}, _is_training=False))
+    values = model.value_function()
+    params = list(model.parameters())
+    policy_grads = torch.autograd.grad(dist_inputs.sum(), params, allow_unused=True, retain_graph=True)
+    value_grads = torch.autograd.grad(values.sum(), params, allow_unused=True)
+    value_only = [p for p, pg, vg in zip(params, policy_grads, value_grads) if pg is None and vg is not None]
+    if not value_only:
+        raise ValueError(
+            f"{type(model).__name__} has no value-function parameters apart from the policy's; "
+            "GePPO trains the value function with its own optimizer. Give the model a separate "
+            "value branch.")
+    return value_only
