@@ -15,12 +15,9 @@ from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.tune.registry import get_trainable_cls
 
+from geppo_checks import METRICS, check_lr_rule, check_run_metrics
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.learner_connector import PIK_LOGP, SAMPLE_WEIGHTS
-from rllib_geppo.objective import adapt_lr
-
-METRICS = ["tv", "tv_target", "policy_lr", "clip_eps", "num_policies", "effective_sample_size",
-           "clip_fraction", "policy_loss", "vf_loss", "entropy", "mean_kl"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -123,25 +120,12 @@ def pendulum_run():
 
 def test_metrics_present_and_finite(pendulum_run):
     _, results = pendulum_run
-    for result in results:
-        learner = result["learners"][DEFAULT_MODULE_ID]
-        for key in METRICS:
-            assert math.isfinite(learner[key]), key
-        assert learner["tv_target"] == pytest.approx(0.05)
-        assert learner["clip_eps"] == pytest.approx(0.1)
-    assert [r["learners"][DEFAULT_MODULE_ID]["num_policies"] for r in results] == [1, 2, 3, 4]
-    assert results[-1]["learners"][DEFAULT_MODULE_ID]["effective_sample_size"] == pytest.approx(256 / 0.3)
-    assert [r["num_env_steps_sampled_lifetime"] for r in results] == [256, 512, 768, 1024]
-    assert math.isfinite(results[-1]["env_runners"]["episode_return_mean"])
+    check_run_metrics(results, [r["learners"][DEFAULT_MODULE_ID] for r in results], batch_size=256)
 
 
 def test_policy_lr_follows_the_tv_rule(pendulum_run):
     _, results = pendulum_run
-    learners = [r["learners"][DEFAULT_MODULE_ID] for r in results]
-    for before, after in zip(learners, learners[1:]):
-        expected = adapt_lr(before["policy_lr"], before["tv"], 0.1, factor=0.03, min_ratio=0.5)
-        assert after["policy_lr"] == pytest.approx(expected, rel=1e-6)
-    assert learners[0]["policy_lr"] == pytest.approx(3e-4)
+    check_lr_rule([r["learners"][DEFAULT_MODULE_ID] for r in results])
 
 
 def test_fresh_samples_have_unit_ratio_and_old_ones_do_not(pendulum_run):

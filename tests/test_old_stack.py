@@ -1,0 +1,274 @@
+"""GePPO on RLlib's old API stack: the same math as the new stack, training, checkpoints, CLI."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+import torch
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.models import ModelCatalog
+from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
+from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
+from torch import nn
+
+from geppo_checks import METRICS, check_lr_rule, check_run_metrics
+from rllib_geppo import GePPO, GePPOConfig, GePPOTorchPolicy
+from rllib_geppo.learner import OBS_STATS, POLICY_LR, REWARD_SCALE, WEIGHTS_BY_VERSION
+from rllib_geppo.learner_connector import PIK_LOGP, SAMPLE_WEIGHTS
+from rllib_geppo.objective import adapt_lr
+from rllib_geppo.torch_policy import SEGMENT_END, VERSION
+RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def old_stack(config: GePPOConfig) -> GePPOConfig:
+    return config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+
+
+def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
+    """Paper defaults on the old stack with a small batch and few gradient steps."""
+    return old_stack(GePPOConfig().environment(env).env_runners(num_env_runners=1).debugging(seed=0)
+                     .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
+
+
+def learner_stats(result: dict) -> dict:
+    return result["info"]["learner"][DEFAULT_POLICY_ID]["learner_stats"]
+
+
+def test_old_stack_selects_the_geppo_policy():
+    config = old_stack(GePPOConfig().environment("Pendulum-v1"))
+    config.validate()
+    assert GePPO.get_default_policy_class(config) is GePPOTorchPolicy
+
+
+# -- Same batch, same weights: same targets, loss and gradients on both stacks ---------------
+
+
+def chunks(rng: np.random.Generator) -> list[dict]:
+    """Two Pendulum trajectory chunks from different policy versions: one terminated, one cut."""
+    out = []
+    for steps, terminated, version in ((7, True, 3), (5, False, 4)):
+        out.append({
+            "obs": (rng.normal(size=(steps + 1, 3)) * 2 + 1).astype(np.float32),
+            "actions": rng.normal(size=(steps, 1)).astype(np.float32),
+            "rewards": (rng.normal(size=steps) * 5).astype(np.float32),
+            "logp": (rng.normal(size=steps) * 0.3 - 1.5).astype(np.float32),
+            "terminated": terminated,
+            "version": version,
+        })
+    return out
+
+
+def as_episodes(data: list[dict], env: gym.Env) -> list[SingleAgentEpisode]:
+    episodes = []
+    for c in data:
+        episode = SingleAgentEpisode(
+            observations=list(c["obs"]), actions=list(c["actions"]), rewards=list(c["rewards"]),
+            extra_model_outputs={Columns.ACTION_LOGP: list(c["logp"]),
+                                 WEIGHTS_SEQ_NO: [c["version"]] * len(c["actions"])},
+            terminated=c["terminated"], len_lookback_buffer=0,
+            observation_space=env.observation_space, action_space=env.action_space)
+        episodes.append(episode.to_numpy())
+    return episodes
+
+
+def as_sample_batch(data: list[dict]) -> SampleBatch:
+    batches = []
+    for c in data:
+        steps = len(c["actions"])
+        batches.append(SampleBatch({
+            SampleBatch.OBS: c["obs"][:-1], SampleBatch.NEXT_OBS: c["obs"][1:],
+            SampleBatch.ACTIONS: c["actions"], SampleBatch.REWARDS: c["rewards"],
+            SampleBatch.TERMINATEDS: (np.arange(steps) == steps - 1) & c["terminated"],
+            SampleBatch.ACTION_LOGP: c["logp"],
+            SEGMENT_END: np.arange(steps) == steps - 1, VERSION: np.full(steps, c["version"]),
+        }))
+    return concat_samples(batches)
+
+
+def test_targets_loss_and_gradients_equal_the_new_stack():
+    env = gym.make("Pendulum-v1")
+    learner = GePPOConfig().environment("Pendulum-v1").build_learner(env=env)
+    module = learner.module[DEFAULT_MODULE_ID]
+    module.set_obs_stats(np.array([0.5, -0.2, 1.0]), np.array([1.5, 0.7, 2.0]))
+    policy = GePPOTorchPolicy(env.observation_space, env.action_space,
+                              old_stack(GePPOConfig().environment("Pendulum-v1")).to_dict())
+    policy.model.module.load_state_dict(module.state_dict())
+    data, table, scale = chunks(np.random.default_rng(0)), {3: 0.8, 4: 1.3}, 2.0
+
+    learner.before_gradient_based_update(timesteps={
+        POLICY_LR: 3e-4, WEIGHTS_BY_VERSION: table, REWARD_SCALE: scale, OBS_STATS: None,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME: 0})
+    new = learner._learner_connector(rl_module=learner.module, batch={}, episodes=as_episodes(data, env),
+                                     shared_data={}, metrics=learner.metrics)[DEFAULT_MODULE_ID]
+    old = policy.compute_targets(as_sample_batch(data), weights_by_version=table, reward_scale=scale)
+    real = new[Columns.LOSS_MASK]
+    for key in (Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS, PIK_LOGP, SAMPLE_WEIGHTS):
+        torch.testing.assert_close(old[key], new[key][real], rtol=1e-5, atol=1e-6, msg=key)
+    assert (old[PIK_LOGP] - old[SampleBatch.ACTION_LOGP]).abs().min() > 1e-3  # real V-trace traces
+
+    new_loss = learner.compute_loss_for_module(module_id=DEFAULT_MODULE_ID, config=learner.config,
+                                               batch=new, fwd_out=module.forward_train(new))
+    old_loss = sum(policy.loss(policy.model, policy.dist_class, old))
+    torch.testing.assert_close(old_loss, new_loss, rtol=1e-5, atol=1e-7)
+    new_loss.backward()
+    old_loss.backward()
+    old_params = dict(policy.model.module.named_parameters())
+    for name, param in module.named_parameters():
+        torch.testing.assert_close(old_params[name].grad, param.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+# -- Training with a remote rollout worker ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pendulum_run():
+    """Four iterations of GePPO on Pendulum with one remote RolloutWorker; the results and algo."""
+    algo = small_config().build_algo()
+    results = [algo.train() for _ in range(4)]
+    yield algo, results
+    algo.stop()
+
+
+def test_metrics_present_and_finite(pendulum_run):
+    algo, results = pendulum_run
+    assert isinstance(algo.get_policy(), GePPOTorchPolicy)
+    check_run_metrics(results, [learner_stats(r) for r in results], batch_size=256)
+
+
+def test_policy_lr_follows_the_tv_rule(pendulum_run):
+    algo, results = pendulum_run
+    stats = [learner_stats(r) for r in results]
+    check_lr_rule(stats)
+    assert algo.policy_lr == pytest.approx(adapt_lr(stats[-1]["policy_lr"], stats[-1]["tv"], 0.1))
+
+
+def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
+    algo, _ = pendulum_run
+    policy = algo.get_policy()
+    # The workers ship no advantages: every update computes them on the store.
+    assert Postprocessing.ADVANTAGES not in algo.store.batches[-1].episodes[0]
+    # A fresh batch from the remote worker comes from the driver's policy (weights, observation
+    # statistics, raw unclipped actions): pi_k / mu = 1. Except its first step: RolloutWorkers
+    # pick the action after a fragment's last step before returning it, with the old weights.
+    fresh = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64)
+    fresh = fresh.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
+    fresh[VERSION] = np.zeros(len(fresh), dtype=np.int64)
+    batch = policy.compute_targets(fresh, weights_by_version={0: 1.0}, reward_scale=1.0)
+    torch.testing.assert_close(batch[PIK_LOGP][1:], batch[SampleBatch.ACTION_LOGP][1:], atol=1e-5, rtol=0)
+    old = policy.compute_targets(algo._update_batch_old_api_stack(), reward_scale=1.0,
+                                 weights_by_version=algo.store.weights_by_version(algo.policy_weights))
+    assert (old[PIK_LOGP] - old[SampleBatch.ACTION_LOGP]).abs().max() > 1e-3
+    nu = torch.tensor([0.1, 0.2, 0.3, 0.4]).repeat_interleave(256) * 4  # oldest first
+    torch.testing.assert_close(old[SAMPLE_WEIGHTS], nu)
+
+
+def test_checkpoint_round_trip(pendulum_run, tmp_path):
+    algo, _ = pendulum_run
+    algo.save_checkpoint(str(tmp_path))
+    restored = Algorithm.from_checkpoint(str(tmp_path))
+    try:
+        assert restored.policy_lr == algo.policy_lr
+        assert [b.version for b in restored.store.batches] == [b.version for b in algo.store.batches]
+        np.testing.assert_allclose(restored.obs_stats.mean, algo.obs_stats.mean)
+        np.testing.assert_allclose(restored.return_stats.var, algo.return_stats.var)
+        before, after = algo.get_policy().get_weights(), restored.get_policy().get_weights()
+        for key in before:  # includes the model's observation statistics
+            np.testing.assert_allclose(after[key], before[key])
+        restored.train()
+        assert [b.version for b in restored.store.batches] == [1, 2, 3, 4]
+    finally:
+        restored.stop()
+
+
+# -- A custom ModelV2 with a value branch -------------------------------------------------------
+
+
+class TwoBranchModel(TorchModelV2, nn.Module):
+    """Separate policy and value MLPs, the usual custom-model layout."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        obs_dim = int(np.prod(obs_space.shape))
+        self.policy_branch = nn.Sequential(nn.Linear(obs_dim, 16), nn.Tanh(), nn.Linear(16, num_outputs))
+        self.value_branch = nn.Sequential(nn.Linear(obs_dim, 16), nn.Tanh(), nn.Linear(16, 1))
+        self._obs = None
+
+    def forward(self, input_dict, state, seq_lens):
+        self._obs = input_dict["obs_flat"].float()
+        return self.policy_branch(self._obs), state
+
+    def value_function(self):
+        return self.value_branch(self._obs).squeeze(-1)
+
+
+def test_custom_model_v2_trains_with_its_own_value_optimizer():
+    ModelCatalog.register_custom_model("geppo_two_branch", TwoBranchModel)
+    config = small_config("CartPole-v1").env_runners(num_env_runners=0).training(
+        model={"custom_model": "geppo_two_branch"})
+    algo = config.build_algo()
+    try:
+        policy = algo.get_policy()
+        assert isinstance(policy.model, TwoBranchModel)
+        value_params = policy._optimizers[1].param_groups[0]["params"]
+        assert {id(p) for p in value_params} == {id(p) for p in policy.model.value_branch.parameters()}
+        results = [algo.train() for _ in range(2)]
+        assert all(math.isfinite(learner_stats(results[-1])[k]) for k in METRICS)
+        assert learner_stats(results[-1])["num_policies"] == 2
+    finally:
+        algo.stop()
+
+
+def test_fcnet_settings_in_the_old_model_dict_are_rejected():
+    env = gym.make("Pendulum-v1")
+    config = old_stack(GePPOConfig()).training(model={"fcnet_hiddens": [32]})
+    with pytest.raises(ValueError, match="takes `fcnet_hiddens` from `model_config`"):
+        GePPOTorchPolicy(env.observation_space, env.action_space, config.to_dict())
+
+
+# -- The command line ---------------------------------------------------------------------------
+
+OLD_STACK_YAML = """
+geppo-old-stack:
+  run: GePPO
+  env: Pendulum-v1
+  stop: {training_iteration: 2}
+  config:
+    enable_rl_module_and_learner: false
+    enable_env_runner_and_connector_v2: false
+    train_batch_size_per_learner: 128
+    num_epochs: 1
+    num_env_runners: 0
+"""
+
+
+def test_rllib_train_file_runs_the_old_stack(tmp_path):
+    yaml_file = tmp_path / "old.yaml"
+    yaml_file.write_text(OLD_STACK_YAML)
+    proc = subprocess.run([str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--storage-path",
+                           str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trial_dir,) = (tmp_path / "results" / "old").glob("geppo-old-stack_*")
+    results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    assert [learner_stats(r)["num_policies"] for r in results] == [1, 2]
+    assert all(math.isfinite(learner_stats(r)["tv"]) for r in results)
