@@ -176,7 +176,7 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
 
 
 def test_ppo_baseline_advantages_equal_rllib_gae():
-    algo = small_config(sample_reuse=False).build_algo()
+    algo = small_config("CartPole-v1", sample_reuse=False).build_algo()
     try:
         assert algo.store.capacity == 1
         episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=300,
