@@ -1,0 +1,536 @@
+"""A tuned-example YAML file: reading it, command-line overrides, and validation.
+
+RLlib's old tuned-example format: a mapping of experiment name to `run`, `env`, `stop`, `config`
+and optional `num_samples` and `checkpoint_config`. Everything here runs before Ray starts; bad
+input raises :class:`UserError`, whose message names the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import dataclasses
+import difflib
+import logging
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+log = logging.getLogger(__name__)
+
+
+EXPERIMENT_KEYS = ("run", "env", "stop", "config", "num_samples", "checkpoint_config")
+# Keys of RLlib's older YAML files that Tune 2.60 no longer takes, with their replacement.
+RETIRED_EXPERIMENT_KEYS = {
+    "checkpoint_freq": "checkpoint_config: {checkpoint_frequency: N}",
+    "checkpoint_at_end": "checkpoint_config: {checkpoint_at_end: true}",
+    "keep_checkpoints_num": "checkpoint_config: {num_to_keep: N}",
+    "local_dir": "the --storage-path option",
+    "storage_path": "the --storage-path option",
+}
+
+# Top-level result keys that RLlib's new API stack reports every iteration (checked on 2.60);
+# nested keys under REPORTED_GROUPS are open-ended (custom metrics land there too).
+REPORTED_KEYS = (
+    "num_env_steps_sampled_lifetime",
+    "training_iteration",
+    "time_total_s",
+    "time_this_iter_s",
+    "time_since_restore",
+    "iterations_since_restore",
+    "num_training_step_calls_per_iteration",
+)
+REPORTED_GROUPS = ("env_runners", "learners", "evaluation", "timers", "perf", "fault_tolerance")
+# Old-API-stack result keys that the new stack never reports: a trial stopping on them runs forever.
+RETIRED_RESULT_KEYS = {
+    "timesteps_total": "num_env_steps_sampled_lifetime",
+    "agent_timesteps_total": "num_env_steps_sampled_lifetime",
+    "episodes_total": "env_runners/num_episodes_lifetime",
+    "episode_reward_mean": "env_runners/episode_return_mean",
+    "episode_reward_max": "env_runners/episode_return_max",
+    "episode_reward_min": "env_runners/episode_return_min",
+    "episode_len_mean": "env_runners/episode_len_mean",
+}
+
+RETURN_KEY = "env_runners/episode_return_mean"
+STEPS_KEY = "num_env_steps_sampled_lifetime"
+
+
+
+class UserError(Exception):
+    """Bad input: main() prints the message, without a traceback, and exits with code 2."""
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the file
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads `3e-4` as a string; accept YAML 1.2 floats so YAML files read naturally."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parses YAML with `_Loader`; a syntax error becomes a UserError with line and column."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = getattr(e, "problem", None) or str(e)
+        raise UserError(f"{where}: YAML syntax error: {problem}. Fix the YAML at that spot.")
+
+
+@dataclasses.dataclass
+class ExperimentSpec:
+    """One experiment of a tuned-example file, with its config still holding grid searches."""
+
+    source: str  # the YAML file
+    name: str
+    run: str
+    stop: dict[str, Any]
+    config: dict[str, Any]
+    num_samples: int = 1
+    checkpoint_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # "config.<key>" / "stop.<key>" -> the command-line option that set it, for error messages.
+    origins: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def where(self, key: str | None = None) -> str:
+        """`file: experiment 'name'`, or the command-line option that set `key`."""
+        return self.origins.get(key, f"{self.source}: experiment '{self.name}'")
+
+
+def load_experiments(path: str | Path) -> list[ExperimentSpec]:
+    """Reads a tuned-example file into ExperimentSpecs (structure checked, values not yet)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file. Pass the path of a tuned-example YAML file.")
+    data = parse_yaml(path.read_text(), str(path))
+    if not isinstance(data, dict) or not data:
+        raise UserError(
+            f"{path}: expected a mapping of experiment name to settings, e.g. "
+            "`my-exp: {run: PPO, env: CartPole-v1, stop: {training_iteration: 10}}`."
+        )
+    # Anchors and merge keys (`<<: *defaults`) share objects between experiments: copy each.
+    return [_experiment_spec(path, str(name), copy.deepcopy(e)) for name, e in data.items()]
+
+
+def _experiment_spec(path: Path, name: str, exp: Any) -> ExperimentSpec:
+    where = f"{path}: experiment '{name}'"
+    if not isinstance(exp, dict):
+        raise UserError(f"{where}: expected a mapping with keys {', '.join(EXPERIMENT_KEYS)}.")
+    for key in exp:
+        if key in RETIRED_EXPERIMENT_KEYS:
+            new = RETIRED_EXPERIMENT_KEYS[key]
+            raise UserError(f"{where}: '{key}' is not supported here; use {new}.")
+        if key not in EXPERIMENT_KEYS:
+            raise UserError(
+                f"{where}: unknown key '{key}'.{_suggest(key, EXPERIMENT_KEYS)} "
+                f"Allowed keys: {', '.join(EXPERIMENT_KEYS)}."
+            )
+    if not isinstance(exp.get("run"), str):
+        raise UserError(f"{where}: 'run' must name an algorithm, e.g. `run: GePPO` or `run: PPO`.")
+    config = _mapping(exp.get("config"), f"{where}, 'config'")
+    stop = _mapping(exp.get("stop"), f"{where}, 'stop'")
+    if not stop:
+        raise UserError(f"{where}: no 'stop' criterion; add e.g. `stop: {{{STEPS_KEY}: 1000000}}`.")
+    if "env" in exp:
+        if "env" in config and config["env"] != exp["env"]:
+            raise UserError(f"{where}: 'env' is set both at the top and in 'config'; keep one.")
+        config = {"env": exp["env"], **config}
+    spec = ExperimentSpec(
+        source=str(path),
+        name=name,
+        run=exp["run"],
+        stop=stop,
+        config=config,
+        num_samples=exp.get("num_samples", 1),
+        checkpoint_config=_mapping(exp.get("checkpoint_config"), f"{where}, 'checkpoint_config'"),
+    )
+    _check_num_samples(spec.num_samples, f"{where}, 'num_samples'")
+    return spec
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected a mapping (key: value lines), got {_describe(value)}.")
+    return value
+
+
+def _check_num_samples(value: Any, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserError(f"{where}: expected a positive integer, got {_describe(value)}.")
+
+
+# --------------------------------------------------------------------------------------------
+# Command-line overrides
+
+
+def parse_assignment(text: str, option: str) -> tuple[list[str], Any]:
+    """`a.b=VALUE` -> (["a", "b"], VALUE parsed as YAML)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"{option} {text}: expected KEY=VALUE, e.g. {option} lr=1e-4.")
+    return key.strip().split("."), parse_yaml(value, f"{option} {text}")
+
+
+def apply_overrides(
+    spec: ExperimentSpec,
+    config: Sequence[str] = (),
+    stop: Sequence[str] = (),
+    num_samples: int | None = None,
+) -> ExperimentSpec:
+    """Returns a copy of `spec` with --config / --stop / --num-samples applied."""
+    spec = copy.deepcopy(spec)
+    for option, items, target in (("--config", config, spec.config), ("--stop", stop, spec.stop)):
+        for text in items:
+            keys, value = parse_assignment(text, option)
+            node = target
+            for i, key in enumerate(keys[:-1]):
+                if not isinstance(node.get(key, {}), dict):
+                    prefix = ".".join(keys[: i + 1])
+                    raise UserError(f"{option} {text}: '{prefix}' is not a mapping.")
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value
+            spec.origins[f"{option[2:]}.{keys[0]}"] = f"{option} {text}"
+    if num_samples is not None:
+        _check_num_samples(num_samples, "--num-samples")
+        spec.num_samples = num_samples
+    return spec
+
+
+def select_experiments(
+    specs: list[ExperimentSpec], names: Sequence[str], path: str | Path
+) -> list[ExperimentSpec]:
+    """The experiments named by --experiment, in file order (all of them if none is named)."""
+    known = [s.name for s in specs]
+    for name in names:
+        if name not in known:
+            raise UserError(
+                f"{path}: no experiment '{name}'.{_suggest(name, known)} "
+                f"Experiments: {', '.join(known)}."
+            )
+    return [s for s in specs if not names or s.name in names]
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+
+
+def resolve_trials(spec: ExperimentSpec) -> list[dict[str, Any]]:
+    """The trial configs Tune will create: grid searches expanded, times num_samples."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    variants = [resolved["config"] for _, resolved in generate_variants({"config": spec.config})]
+    return [copy.deepcopy(v) for _ in range(spec.num_samples) for v in variants]
+
+
+def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
+    """Checks an experiment before anything runs; returns its resolved trial configs."""
+    schema = ConfigSchema.of(spec.run, spec.where())
+    _check_checkpoint_config(spec.checkpoint_config, spec.where())
+    trials = resolve_trials(spec)
+    if schema is not None:  # None: a legacy dict-config algorithm, nothing to check against.
+        for trial in trials:
+            schema.check_config(trial, spec)
+            _check_stop(trial, spec, schema.new_api_stack(trial))
+    return trials
+
+
+def algorithm_class(name: str, where: str) -> type:
+    """The Algorithm class registered under `name` (RLlib's built-ins, GePPO), or a UserError."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.algorithms.registry import ALGORITHMS
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    # "GePPO" is registered with Tune by `import rllib_geppo`, which importing this module implies.
+    # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
+    # builds a gymnasium env at import time (seconds, and warnings on stderr).
+    if name in ALGORITHMS:
+        cls = ALGORITHMS[name]()[0]
+    elif _global_registry.contains(TRAINABLE_CLASS, name):
+        cls = _global_registry.get(TRAINABLE_CLASS, name)
+    else:
+        known = sorted({*ALGORITHMS, "GePPO"})
+        raise UserError(
+            f"{where}: unknown algorithm 'run: {name}'.{_suggest(name, known)} "
+            f"Registered algorithms include {', '.join(known)}."
+        )
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise UserError(f"{where}: 'run: {name}' is a Tune trainable but not an RLlib Algorithm.")
+    return cls
+
+
+def _check_checkpoint_config(ckpt: dict[str, Any], where: str) -> None:
+    from ray.tune import CheckpointConfig
+
+    fields = [f.name for f in dataclasses.fields(CheckpointConfig) if not f.name.startswith("_")]
+    for key in ckpt:
+        if key not in fields:
+            raise UserError(
+                f"{where}: unknown checkpoint_config key '{key}'.{_suggest(key, fields)} "
+                f"Allowed: {', '.join(fields)}."
+            )
+
+
+def to_algorithm_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The dict handed to the Algorithm, with two YAML conveniences for the new API stack.
+
+    `model_config` is a read-only property that update_from_dict cannot set; `_model_config` is
+    what `config.rl_module(model_config=...)` sets. `observation_filter: MeanStdFilter` is
+    ignored by the new stack, whose filters are env-to-module connectors, which YAML cannot
+    express (the old stack ignores the connector, so setting it is safe there).
+    """
+    config = dict(config)
+    if "model_config" in config:
+        config["_model_config"] = config.pop("model_config")
+    if config.get("observation_filter") == "MeanStdFilter":
+        config["_env_to_module_connector"] = mean_std_filter
+    return config
+
+
+def mean_std_filter(env: Any = None, spaces: Any = None, device: Any = None) -> Any:
+    """`env_to_module_connector` factory: RLlib's running mean/std observation filter."""
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+    return MeanStdFilter()
+
+
+@dataclasses.dataclass
+class ConfigSchema:
+    """What an algorithm's AlgorithmConfig accepts: its keys and the kinds of value per key."""
+
+    algo: str
+    defaults: Any  # the algorithm's default AlgorithmConfig
+    values: dict[str, Any]  # defaults.to_dict()
+    hints: dict[str, list[Any]]  # builder-method parameter annotations by name
+
+    @classmethod
+    def of(cls, algo: str, where: str) -> ConfigSchema | None:
+        from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+        defaults = algorithm_class(algo, where).get_default_config()
+        if not isinstance(defaults, AlgorithmConfig):
+            return None
+        return cls(algo, defaults, defaults.to_dict(), _builder_hints(type(defaults)))
+
+    @property
+    def public_keys(self) -> list[str]:
+        """Keys worth suggesting for a misspelt one (e.g. not `_train_batch_size_per_learner`)."""
+        names = {k.lstrip("_") for k in self.values}
+        return sorted(k for k in names if k in self.values or self._settable(k)) + ["model_config"]
+
+    def is_key(self, key: str) -> bool:
+        """to_dict() keys, attributes (lambda_), settable properties and the model_config alias."""
+        return (
+            key in self.values or key in vars(self.defaults) or self._settable(key)
+            or key == "model_config"
+        )
+
+    def _settable(self, key: str) -> bool:
+        """A property with a setter, such as train_batch_size_per_learner."""
+        prop = getattr(type(self.defaults), key, None)
+        return isinstance(prop, property) and prop.fset is not None
+
+    def new_api_stack(self, trial: Mapping[str, Any]) -> bool:
+        default = self.defaults.enable_rl_module_and_learner
+        return bool(trial.get("enable_rl_module_and_learner", default))
+
+    def default(self, key: str) -> Any:
+        return self.values.get(key, getattr(self.defaults, key, None))
+
+    def allowed_kinds(self, key: str) -> set[str] | None:
+        """Kinds of value `key` accepts, from the builder methods' hints and its default value.
+
+        None means "can't tell" (no hint, or a hint admitting callables, classes or Any). Numbers
+        are one kind: RLlib's hints say int for settings that take fractions
+        (num_cpus_per_env_runner); RLlib's validate() checks ranges.
+        """
+        hints = self.hints.get(key.strip("_"), [])
+        kinds: set[str] = set()
+        for hint in hints:
+            hint_kinds = _hint_kinds(hint)
+            if hint_kinds is None:
+                return None
+            kinds |= hint_kinds
+        default = self.default(key)
+        if default is not None and _kind(default) != "other":
+            kinds.add(_kind(default))
+        return kinds or None
+
+    def check_config(self, trial: dict[str, Any], spec: ExperimentSpec) -> None:
+        """Unknown keys (with close matches), wrong kinds of value, then RLlib's validate()."""
+        for key, value in trial.items():
+            where = f"{spec.where('config.' + key)}, config key '{key}'"
+            if key == "model" and self.new_api_stack(trial):
+                raise UserError(
+                    f"{where}: 'model' configures the old API stack's ModelV2 and is ignored on "
+                    "the new API stack. Use 'model_config' (e.g. fcnet_hiddens, "
+                    "fcnet_activation, vf_share_layers) instead."
+                )
+            if not self.is_key(key):
+                raise UserError(
+                    f"{where}: not a setting of {self.algo}.{_suggest(key, self.public_keys)} "
+                    "Fix the spelling or remove the key."
+                )
+            allowed = self.allowed_kinds(key)
+            if allowed is not None and _kind(value) not in allowed:
+                shown = " or ".join(sorted(allowed, key=lambda k: (k == "null", k)))
+                raise UserError(
+                    f"{where}: expected a {shown}, got {_describe(value)}. "
+                    f"Fix the value ({self.algo}'s default is {self.default(key)!r})."
+                )
+        if "env" in trial:
+            _check_env(trial["env"], spec.where("config.env"))
+        try:
+            with _quiet_rllib():
+                config = self.defaults.copy(copy_frozen=False)
+                config.update_from_dict(to_algorithm_config(trial)).validate()
+        except (ValueError, TypeError, KeyError) as e:
+            # Drop RLlib's advice to switch validation off: the fix is to change the value.
+            message = str(e).split("\nTo suppress all validation errors")[0]
+            raise UserError(f"{spec.where()}: {self.algo} rejects the config: {message}") from None
+
+
+# YAML can only produce these kinds of value; type hints and defaults map onto them.
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "mapping" if isinstance(value, dict) else "other"
+
+
+def _hint_kinds(hint: Any) -> set[str] | None:
+    origin = typing.get_origin(hint) or hint
+    if origin in (typing.Union, types.UnionType):
+        kinds: set[str] = set()
+        for arg in typing.get_args(hint):
+            arg_kinds = _hint_kinds(arg)
+            if arg_kinds is None:
+                return None
+            kinds |= arg_kinds
+        return kinds
+    if origin is typing.Literal:
+        return {_kind(v) for v in typing.get_args(hint)}
+    simple = {type(None): "null", bool: "bool", int: "number", float: "number", str: "string"}
+    if origin in simple:
+        return {simple[origin]}
+    if isinstance(origin, type) and issubclass(origin, Mapping):
+        return {"mapping"}
+    if origin in (list, tuple, set, collections.abc.Sequence, collections.abc.Collection):
+        return {"list"}
+    return None
+
+
+def _builder_hints(config_cls: type) -> dict[str, list[Any]]:
+    """Parameter annotations of the config's public builder methods (training(), ...), by name.
+
+    Resolved with get_type_hints() where possible (modules with `from __future__ import
+    annotations` hold strings), else raw: some of RLlib's forward references don't resolve.
+    Names lose a trailing underscore (`lambda_` -> `lambda`) to match to_dict() keys.
+    """
+    hints: dict[str, list[Any]] = {}
+    for klass in config_cls.__mro__:
+        for name, fn in vars(klass).items():
+            if not callable(fn) or name.startswith("_"):
+                continue
+            try:
+                annotations = typing.get_type_hints(fn)
+            except Exception:  # NameError and friends from unresolvable references
+                annotations = getattr(fn, "__annotations__", {})
+            for param, hint in annotations.items():
+                if param != "return":
+                    hints.setdefault(param.strip("_"), []).append(hint)
+    return hints
+
+
+def _check_env(env: Any, where: str) -> None:
+    """A plain env id must be registered with Tune or gymnasium (module paths pass through)."""
+    if not isinstance(env, str) or any(c in env for c in ".:/"):
+        return
+    import gymnasium
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    if env in gymnasium.envs.registry or _global_registry.contains(ENV_CREATOR, env):
+        return
+    raise UserError(
+        f"{where}, 'env: {env}': no such environment.{_suggest(env, list(gymnasium.registry))} "
+        "Use a gymnasium id such as Hopper-v5, or register the env with ray.tune.register_env."
+    )
+
+
+def _check_stop(trial: dict[str, Any], spec: ExperimentSpec, new_api_stack: bool) -> None:
+    """Each stop key must be a number that the algorithm reports (else the trial never stops)."""
+    for key, value in spec.stop.items():
+        where = f"{spec.where('stop.' + key)}, stop key '{key}'"
+        if _kind(value) != "number":
+            raise UserError(f"{where}: expected a number, got {_describe(value)}.")
+        if not new_api_stack:
+            continue  # The old stack reports other keys (timesteps_total, ...): not checked.
+        hint = _unreported_key_hint(key)
+        if hint is not None:
+            raise UserError(
+                f"{where}: {spec.run} never reports this key, so the trial would never stop.{hint} "
+                f"Reported keys include {', '.join(REPORTED_KEYS)}, {RETURN_KEY}."
+            )
+        if key.startswith("evaluation/") and not trial.get("evaluation_interval"):
+            raise UserError(f"{where}: reported only with evaluation on; set evaluation_interval.")
+
+
+def _unreported_key_hint(key: str) -> str | None:
+    """None if the new API stack may report `key`, else a hint at the key to use instead."""
+    head, *rest = key.split("/")
+    last = rest[-1] if rest else head
+    if last in RETIRED_RESULT_KEYS:  # env_runners/episode_reward_mean -> .../episode_return_mean
+        new = RETIRED_RESULT_KEYS[last]
+        return f" Use '{'/'.join([head, *rest[:-1], new.split('/')[-1]]) if rest else new}'."
+    if (head in REPORTED_KEYS and not rest) or (head in REPORTED_GROUPS and rest):
+        return None
+    return _suggest(key, [*REPORTED_KEYS, RETURN_KEY])
+
+
+@contextmanager
+def _quiet_rllib() -> Iterator[None]:
+    """Silence RLlib's per-validate() warnings (e.g. "running on the new API stack")."""
+    rllib_logger = logging.getLogger("ray.rllib")
+    level = rllib_logger.level
+    rllib_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        rllib_logger.setLevel(level)
+
+
+def _suggest(word: str, candidates: Sequence[str]) -> str:
+    """` Did you mean 'x'?` for the closest candidate (case-insensitive), else ``."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" Did you mean '{by_lower[close[0]]}'?" if close else ""
+
+
+def _describe(value: Any) -> str:
+    return f"{_kind(value)} {value!r}" if _kind(value) != "null" else "null"
+
+
