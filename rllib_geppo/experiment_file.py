@@ -258,11 +258,14 @@ def algorithm_class(name: str, where: str) -> type:
     from ray.rllib.algorithms.registry import ALGORITHMS
     from ray.tune.registry import TRAINABLE_CLASS, _global_registry
 
-    # "GePPO" is registered with Tune by `import rllib_geppo`, which importing this module implies.
     # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
     # builds a gymnasium env at import time (seconds, and warnings on stderr).
     if name in ALGORITHMS:
         cls = ALGORITHMS[name]()[0]
+    elif name == "GePPO":  # Tune's registry forgets it between Ray sessions of one process
+        from rllib_geppo import GePPO
+
+        cls = GePPO
     elif _global_registry.contains(TRAINABLE_CLASS, name):
         cls = _global_registry.get(TRAINABLE_CLASS, name)
     else:
