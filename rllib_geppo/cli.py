@@ -133,7 +133,8 @@ def ray_session(address: str | None) -> Iterator[None]:
     """Joins the Ray cluster at `address`, or starts a local Ray; shuts down on exit."""
     import ray
 
-    ray.init(address=address)
+    # "local", not None: ray.init() would silently join a cluster started on this machine.
+    ray.init(address=address or "local")
     log.info("Ray resources: %s", ray.cluster_resources())
     try:
         yield

@@ -10,6 +10,7 @@ import torch
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module import RLModule
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
@@ -173,6 +174,22 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
         assert restored.store.ages() == [0, 1, 2, 3]
     finally:
         restored.stop()
+
+
+def test_saved_module_acts_on_raw_observations_alone(pendulum_run, tmp_path):
+    algo, _ = pendulum_run
+    algo.save_to_path(str(tmp_path))
+    module = RLModule.from_checkpoint(str(tmp_path / "learner_group/learner/rl_module/default_policy"))
+    raw = torch.as_tensor(np.stack([algo.obs_stats.mean + algo.obs_stats.std, algo.obs_stats.mean]),
+                          dtype=torch.float32)
+    trained = local_learner(algo).module[DEFAULT_MODULE_ID]
+    with torch.no_grad():
+        ours = module.forward_inference({Columns.OBS: raw})[Columns.ACTION_DIST_INPUTS]
+        theirs = trained.forward_inference({Columns.OBS: raw})[Columns.ACTION_DIST_INPUTS]
+        # The statistics live in the module: an identity-normalised copy would act differently.
+        unnormalised = module.pi(raw)
+    torch.testing.assert_close(ours, theirs)
+    assert not torch.allclose(ours[:, :1], unnormalised)
 
 
 def test_ppo_baseline_advantages_equal_rllib_gae():
