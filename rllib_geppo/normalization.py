@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.signal import lfilter
 
 #: Added to the variance before taking square roots.
 VAR_EPS = 1e-8
@@ -51,9 +52,5 @@ class RunningMeanStd:
 
 def discounted_returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """``G_t = r_t + gamma * G_{t+1}`` within one trajectory segment (``G_T = 0``)."""
-    returns = np.zeros(len(rewards))
-    running = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        running = rewards[t] + gamma * running
-        returns[t] = running
-    return returns
+    # The recursion is a first-order IIR filter run backwards in time.
+    return lfilter([1.0], [1.0, -gamma], np.asarray(rewards, dtype=np.float64)[::-1])[::-1]
