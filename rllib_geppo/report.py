@@ -45,6 +45,8 @@ STEPS_KEY = "num_env_steps_sampled_lifetime"
 TIME_KEY = "time_total_s"  # training time: sum of time_this_iter_s, without Tune's set-up
 TV_KEY = "learners/default_policy/tv"
 TV_TARGET_KEY = "learners/default_policy/tv_target"
+#: Where GePPO's old-API-stack runs report the same metrics.
+OLD_STACK_PREFIX = "info/learner/default_policy/learner_stats/"
 #: Table and legend order; variants not listed follow in name order.
 VARIANT_ORDER = ("GePPO", "PPO", "PPO-Adapt", "RLlib PPO")
 EXIT_BAD_INPUT = 2
@@ -181,9 +183,13 @@ def _series(results: Sequence[Mapping[str, Any]], key: str) -> Array:
     return np.array([_lookup(r, key) for r in results], dtype=float)
 
 
-def _optional_series(results: Sequence[Mapping[str, Any]], key: str) -> Array | None:
-    values = _series(results, key)
-    return values if np.isfinite(values).any() else None
+def _optional_series(results: Sequence[Mapping[str, Any]], *keys: str) -> Array | None:
+    """The series of the first of ``keys`` that the trial reported, or None."""
+    for key in keys:
+        values = _series(results, key)
+        if np.isfinite(values).any():
+            return values
+    return None
 
 
 def _problem(trial_dir: Path, status: str | None, params: Mapping[str, Any],
@@ -229,8 +235,8 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY) -> Trial:
         variant=variant_name(record.get("trainable_name") or name_parts[0], params),
         seed=params.get("seed"),
         run=run if results else None,
-        tv=_optional_series(results, TV_KEY),
-        tv_target=_optional_series(results, TV_TARGET_KEY),
+        tv=_optional_series(results, TV_KEY, OLD_STACK_PREFIX + "tv"),
+        tv_target=_optional_series(results, TV_TARGET_KEY, OLD_STACK_PREFIX + "tv_target"),
         problem=_problem(trial_dir, record.get("status"), params, results, run.returns, return_key),
     )
 

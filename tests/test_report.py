@@ -346,3 +346,15 @@ def test_report_reads_a_real_tune_run(ray_session, tmp_path: Path):
     assert "n/a" in (out / "table.md").read_text()  # no GePPO-code PPO baseline in this run
     assert_png(out / "returns.png")
     assert not (out / "tv.png").exists()  # RLlib's PPO logs no TV
+
+
+def test_old_api_stack_tv_is_read(tmp_path):
+    trial = write_trial(tmp_path, "GePPO", "Hopper-v5", 0, GEPPO, GEPPO_STEPS,
+                        linear(0.1, 0, GEPPO_STEPS), 500)
+    lines = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
+    for line in lines:
+        line |= _nest({report.OLD_STACK_PREFIX + "tv": 0.03, report.OLD_STACK_PREFIX + "tv_target": 0.05})
+    (trial / "result.json").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    loaded = report.load_trial(trial)
+    np.testing.assert_allclose(loaded.tv, 0.03)
+    np.testing.assert_allclose(loaded.tv_target, 0.05)
