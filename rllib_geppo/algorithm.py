@@ -167,7 +167,7 @@ class GePPO(OldAPIStackTraining, PPO):
                 (LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), default=0),
             POLICY_LR: self.policy_lr,
             WEIGHTS_BY_VERSION: self.store.weights_by_version(self.policy_weights),
-            REWARD_SCALE: float(np.sqrt(self.return_stats.var + 1e-8)),
+            REWARD_SCALE: float(self.return_stats.std),
             OBS_STATS: (self.obs_stats.mean.astype(np.float32), self.obs_stats.std.astype(np.float32)),
         }
 
@@ -182,13 +182,13 @@ class GePPO(OldAPIStackTraining, PPO):
             self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
 
     def _store_metrics(self) -> dict[str, float]:
-        nu = self.policy_weights[: len(self.store.batches)]
+        active = list(self.store.active_weights(self.policy_weights).values())
         return {
             "tv_target": 0.5 * self.clip_eps,
             "clip_eps": self.clip_eps,
             "num_policies": len(self.store.batches),
-            "effective_sample_size": effective_sample_size(nu / nu.sum(), self.config.samples_per_iteration),
-            "reward_scale": float(np.sqrt(self.return_stats.var + 1e-8)),
+            "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
+            "reward_scale": float(self.return_stats.std),
         }
 
     @override(Algorithm)

@@ -49,14 +49,21 @@ class SampleStore:
         newest = self._batches[-1].version
         return [newest - b.version for b in reversed(self._batches)]
 
-    def weights_by_version(self, nu: Sequence[float]) -> dict[int, float]:
-        """Per-sample weight of each stored version: ``nu[age]``, cut to the ages present,
-        renormalised, and scaled so that the mean weight over all stored samples is 1."""
+    def active_weights(self, nu: Sequence[float]) -> dict[int, float]:
+        """``nu[age]`` of each stored version, cut to the ages present and renormalised to sum 1
+        (while the store fills, and if an iteration's batch is missing)."""
         newest = self._batches[-1].version
         raw = {b.version: float(nu[newest - b.version]) for b in self._batches
                if newest - b.version < len(nu)}
-        total = sum(raw[b.version] * b.num_steps for b in self._batches if b.version in raw)
-        return {v: w * self.num_steps / total for v, w in raw.items()}
+        total = sum(raw.values())
+        return {v: w / total for v, w in raw.items()}
+
+    def weights_by_version(self, nu: Sequence[float]) -> dict[int, float]:
+        """Per-sample weight of each stored version: :meth:`active_weights`, scaled so that the
+        mean weight over all stored samples is 1."""
+        active = self.active_weights(nu)
+        total = sum(active[b.version] * b.num_steps for b in self._batches if b.version in active)
+        return {v: w * self.num_steps / total for v, w in active.items()}
 
     def episodes_for_update(self) -> list:
         """Deep copies of all stored episodes, oldest first (safe to mutate)."""

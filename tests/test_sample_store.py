@@ -71,3 +71,10 @@ def test_state_round_trip():
     restored.set_state(store.get_state())
     assert [b.version for b in restored.batches] == [1, 2, 3]
     assert restored.num_steps == store.num_steps
+
+
+def test_active_weights_skip_missing_ages_and_sum_to_one():
+    store = SampleStore(capacity=4)
+    store.add(batch(1, 10), version=3)
+    store.add(batch(1, 10), version=5)  # age 1 missing
+    assert store.active_weights([0.4, 0.3, 0.2, 0.1]) == pytest.approx({5: 0.4 / 0.6, 3: 0.2 / 0.6})
