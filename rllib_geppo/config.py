@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -12,6 +13,12 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import NotProvided
 
 from rllib_geppo import policy_weights as pw
+
+
+@functools.lru_cache(maxsize=32)
+def _solved_weights(batch_multiple: int, max_policies: int, kind: str, tradeoff: float) -> np.ndarray:
+    # validate(), the Algorithm and every Learner ask for nu: solve each program once per process.
+    return pw.policy_weights(batch_multiple, max_policies, kind=kind, tradeoff=tradeoff)
 
 
 class GePPOConfig(PPOConfig):
@@ -122,8 +129,8 @@ class GePPOConfig(PPOConfig):
         if not self.sample_reuse:
             return np.ones(1)
         if isinstance(self.policy_weights, str):
-            return pw.policy_weights(self.batch_multiple, self.max_policies,
-                                     kind=self.policy_weights, tradeoff=self.weights_tradeoff)
+            return _solved_weights(self.batch_multiple, self.max_policies,
+                                   self.policy_weights, float(self.weights_tradeoff)).copy()
         return pw.check_weights(self.policy_weights)
 
     @property
