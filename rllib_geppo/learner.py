@@ -40,7 +40,7 @@ class GePPOLearner(Learner):
     @override(Learner)
     def build(self) -> None:
         super().build()
-        self.clip_eps = self.config.clip_eps  # solved once: the weight programs are not free
+        self.clip_eps = self.config.clip_eps  # read once, not per minibatch
         self.targets_connector = ComputeGePPOTargets(
             gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
         if self._learner_connector is not None and self.config.add_default_connectors_to_learner_pipeline:
