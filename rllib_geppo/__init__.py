@@ -1,7 +1,8 @@
 """GePPO (Generalized Proximal Policy Optimization with Sample Reuse) for Ray RLlib.
 
 Importing this package registers "GePPO" with Ray Tune, so ``tune.Tuner("GePPO", ...)`` works,
-in every Ray session of the process.
+in every Ray session of the process. The old API stack (``GePPOTorchPolicy``) is imported only
+when asked for.
 """
 
 import ray
@@ -9,10 +10,17 @@ from ray.tune.registry import register_trainable
 
 from rllib_geppo.algorithm import GePPO
 from rllib_geppo.config import GePPOConfig
-from rllib_geppo.torch_policy import GePPOTorchPolicy
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]
+
+
+def __getattr__(name: str):
+    if name == "GePPOTorchPolicy":  # the old API stack, loaded on first use
+        from rllib_geppo.old_stack.torch_policy import GePPOTorchPolicy
+
+        return GePPOTorchPolicy
+    raise AttributeError(f"module 'rllib_geppo' has no attribute {name!r}")
 
 
 def _register_with_tune() -> None:

@@ -1,24 +1,32 @@
 """`GePPO`: the training loop of Algorithm 1 on RLlib's new API stack.
 
-Each ``training_step`` (iteration k):
+Each ``training_step`` (iteration k, the learners holding pi_k):
 
 1. sample n env steps with pi_k from the EnvRunners (local or anywhere in the cluster);
-2. append them to the FIFO store of the last M batches; update the running observation and
-   return statistics;
-3. one ``LearnerGroup.update`` over every stored sample: V-trace advantages under pi_k, then
-   ``num_epochs`` x ``num_minibatches`` steps on the generalized clipped objective;
+2. lay them out as trajectory segments and append them to the FIFO store of the last M batches,
+   each sample tagged with the version of the policy that collected it; fold them into the
+   running observation and return statistics;
+3. one ``LearnerGroup.update`` over every stored sample (V-trace advantages under pi_k, then
+   ``num_epochs`` x minibatches of the generalized clipped objective): pi_k -> pi_{k+1};
 4. adapt the policy lr from the TV estimate of the update (one decision for all learners);
-5. sync the new weights (and observation statistics, which live in the module) to the
-   EnvRunners.
+5. sync pi_{k+1} (weights, version and observation statistics) to the EnvRunners, and wait.
 
-On RLlib's old API stack the same steps run in ``_training_step_old_api_stack``
-(``rllib_geppo.old_stack``), with :class:`rllib_geppo.GePPOTorchPolicy`.
+With ``overlap_sampling=True`` steps 1 and 3 run at the same time: the EnvRunners collect the
+next batch with pi_k while the learners update on the store, so the youngest stored batch is one
+iteration old at every update, which the policy weights and the clip range account for
+(docs/overlapped_sampling.md). Nothing is in flight between iterations, so checkpoints hold
+every sample exactly once.
+
+On RLlib's old API stack ``training_step`` hands over to :mod:`rllib_geppo.old_stack`, imported
+only then.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Collection
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Collection, Sequence
 
 import numpy as np
 import ray
@@ -27,28 +35,31 @@ from ray.rllib.algorithms.ppo import PPO
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env.env_context import EnvContext
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.policy.policy import Policy
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
-    ALL_MODULES,
     ENV_RUNNER_RESULTS,
     ENV_RUNNER_SAMPLING_TIMER,
     LEARNER_RESULTS,
     LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    NUM_MODULE_STEPS_TRAINED_LIFETIME,
     SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
     WEIGHTS_SEQ_NO,
 )
 
 from rllib_geppo.config import GePPOConfig
-from rllib_geppo.learner import OBS_STATS, POLICY_LR, REWARD_SCALE, WEIGHTS_BY_VERSION
-from rllib_geppo.normalization import RunningMeanStd, discounted_returns_to_go
-from rllib_geppo.objective import adapt_lr
-from rllib_geppo.old_stack import OldAPIStackTraining
-from rllib_geppo.policy_weights import effective_sample_size
+from rllib_geppo.core import segments
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.normalization import RunningMeanStd, discounted_returns_to_go
+from rllib_geppo.core.objective import adapt_lr, tv_target
+from rllib_geppo.core.policy_weights import clip_multiple, effective_sample_size, with_lag
+from rllib_geppo.core.sample_store import SampleStore
+from rllib_geppo.core.segments import Segment, describe_nonfinite
+from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
+from rllib_geppo.episode_segments import episode_segment
 from rllib_geppo.rl_module import check_spaces
-from rllib_geppo.sample_store import SampleStore
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +67,11 @@ logger = logging.getLogger(__name__)
 COMPONENT_GEPPO = "geppo"
 
 
-class GePPO(OldAPIStackTraining, PPO):
+class NonFiniteDataError(ValueError):
+    """An environment returned a NaN or infinite reward or observation."""
+
+
+class GePPO(PPO):
     """Generalized Proximal Policy Optimization with Sample Reuse (Queeney et al., 2021)."""
 
     @classmethod
@@ -64,16 +79,24 @@ class GePPO(OldAPIStackTraining, PPO):
     def get_default_config(cls) -> GePPOConfig:
         return GePPOConfig()
 
+    @classmethod
+    @override(PPO)
+    def get_default_policy_class(cls, config) -> type[Policy]:
+        from rllib_geppo.old_stack.torch_policy import GePPOTorchPolicy
+
+        return GePPOTorchPolicy
+
     @override(PPO)
     def setup(self, config: GePPOConfig) -> None:
         self._check_spaces(config)
         super().setup(config)
-        self.policy_weights = config.geppo_weights
-        self.clip_eps = config.clip_eps
-        self.store = SampleStore(capacity=len(self.policy_weights))
+        self.nu = config.geppo_weights  # weight of each batch age at lag 0
+        self.store = SampleStore(capacity=len(self.nu))
         self.policy_lr = float(config.lr)
+        self.policy_version = 0  # version of pi_k: the learners' weights_seq_no
         self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
         self.return_stats = RunningMeanStd()
+        self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.overlap_sampling else None
 
     def _check_spaces(self, config: GePPOConfig) -> None:
         obs_space, act_space = config.observation_space, config.action_space
@@ -89,107 +112,174 @@ class GePPO(OldAPIStackTraining, PPO):
     @override(PPO)
     def training_step(self) -> None:
         if not self.config.enable_env_runner_and_connector_v2:
-            return self._training_step_old_api_stack()
-        config: GePPOConfig = self.config
-        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            episodes, env_runner_results = synchronous_parallel_sample(
-                worker_set=self.env_runner_group,
-                max_env_steps=config.samples_per_iteration,
-                sample_timeout_s=config.sample_timeout_s,
-                _uses_new_env_runners=True,
-                _return_metrics=True,
-            )
-            if not episodes:
-                return
-            self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+            from rllib_geppo.old_stack.training_step import training_step_old_api_stack
 
-        self.store.add(episodes, version=_newest_version(episodes))
-        self._update_running_stats(episodes)
-
-        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            learner_results = self.learner_group.update(
-                episodes=self.store.episodes_for_update(),
-                timesteps=self._update_inputs(),
-                num_epochs=config.num_epochs,
-                minibatch_size=self._minibatch_size(),
-                shuffle_batch_per_epoch=config.shuffle_batch_per_epoch,
-            )
-            self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
-
-        self._log_store_metrics()
-        self._adapt_policy_lr(float(self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID, "tv"))))
-
+            return training_step_old_api_stack(self)
+        if self._sampler is not None and self.store.batches:
+            # pi_k collects the next batch while the learners update on the stored ones.
+            pending = self._sampler.submit(self._sample)
+            self._update_learners()
+            self._store_episodes(*pending.result())
+        else:
+            self._store_episodes(*self._sample())
+            self._update_learners()
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self._sync_env_runner_weights()
 
+    def _sample(self) -> tuple[list, list, float]:
+        """n env steps from the EnvRunners: (episodes, EnvRunner metrics, seconds taken)."""
+        start = time.perf_counter()
+        episodes, runner_metrics = synchronous_parallel_sample(
+            worker_set=self.env_runner_group,
+            max_env_steps=self.config.samples_per_iteration,
+            sample_timeout_s=self.config.sample_timeout_s,
+            _uses_new_env_runners=True,
+            _return_metrics=True,
+        )
+        return episodes, runner_metrics, time.perf_counter() - start
+
+    def _store_episodes(self, episodes: list, runner_metrics: list, seconds: float) -> None:
+        self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
+        self.metrics.log_value((TIMERS, ENV_RUNNER_SAMPLING_TIMER), seconds)
+        dropped = self.add_to_store([episode_segment(e) for e in episodes if len(e)])
+        self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, "num_dropped_segments"), dropped,
+                               window=1)
+
+    def add_to_store(self, new_segments: Sequence[Segment]) -> int:
+        """Check the new segments, lay them out as one batch, store it and fold it into the
+        running statistics (both API stacks). Returns the number of segments dropped."""
+        kept = self._finite_segments(new_segments)
+        if not kept:
+            logger.warning("iteration %d collected no usable samples; the store is unchanged.",
+                           self.iteration)
+            return len(new_segments)
+        layout = segments.lay_out(kept)
+        self.store.add(layout)
+        real = layout[C.LOSS_MASK]
+        if self.obs_stats is None:
+            self.obs_stats = RunningMeanStd(layout[C.OBS].shape[1:])
+        self.obs_stats.update(layout[C.OBS][real])
+        self.return_stats.update(np.concatenate(
+            [discounted_returns_to_go(s.rewards, self.config.gamma) for s in kept]))
+        return len(new_segments) - len(kept)
+
+    def _finite_segments(self, new_segments: Sequence[Segment]) -> list[Segment]:
+        """The segments without NaN or infinite rewards and observations. Others raise
+        NonFiniteDataError, or with ``nonfinite_data="drop"`` are dropped and logged."""
+        kept = []
+        for segment in new_segments:
+            problem = describe_nonfinite(segment)
+            if problem is None:
+                kept.append(segment)
+                continue
+            where = f"Environment {self.config.env!r} returned a non-finite {problem} in episode {segment.episode_id}"
+            if self.config.nonfinite_data == "error":
+                raise NonFiniteDataError(
+                    f"{where}. Nothing of it reached the store, the statistics or the weights. Fix the "
+                    "environment, or set .training(nonfinite_data='drop') to drop such episode "
+                    "chunks and go on.")
+            logger.warning("%s: dropped that chunk (%d steps).", where, len(segment))
+        return kept
+
+    def _update_learners(self) -> None:
+        """One update over every stored sample, then the lr rule."""
+        if not self.store.batches:
+            return
+        inputs = self.update_inputs()
+        layout = self.store.update_layout()
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            if self.learner_group.is_local:
+                data = {"batch": _module_batch(layout)}
+            else:
+                data = {"batches": [_module_batch(s) for s in segments.split(layout, len(self.learner_group))]}
+            results = self.learner_group.update(**data, timesteps={
+                UPDATE_INPUTS: inputs,
+                NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                    (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0),
+            })
+            self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        for key, value in self.store_metrics(inputs).items():
+            self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
+        learner = self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID))
+        self.adapt_policy_lr(learner["tv"], inputs.clip_eps,
+                             complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+
+    def update_inputs(self) -> UpdateInputs:
+        """This update's :class:`UpdateInputs`, from the store's ages under pi_k."""
+        nu = self.lagged_nu()
+        return UpdateInputs(
+            policy_lr=self.policy_lr,
+            clip_eps=self.config.clip_param * clip_multiple(nu),
+            weights_by_version=self.store.weights_by_version(nu, self.policy_version),
+            reward_scale=float(self.return_stats.std),
+            obs_mean=self.obs_stats.mean.astype(np.float32),
+            obs_std=self.obs_stats.std.astype(np.float32),
+            minibatches_per_epoch=self._minibatches_per_epoch(),
+        )
+
+    def lagged_nu(self) -> np.ndarray:
+        """nu for the store as it is: shifted by the age of its youngest batch under pi_k (0,
+        or 1 with overlapped sampling; see ``core.policy_weights.with_lag``)."""
+        return with_lag(self.nu, self.store.ages(self.policy_version)[0])
+
+    def _minibatches_per_epoch(self) -> int:
+        if not self.config.minibatch_size:
+            return self.config.num_minibatches
+        per_learner = self.store.num_steps // max(1, self.config.num_learners)
+        return max(1, per_learner // self.config.minibatch_size)
+
+    def adapt_policy_lr(self, tv: float, clip_eps: float, *, complete: bool = True) -> None:
+        """Algorithm 1's lr rule: one decision per iteration from the update's TV estimate.
+
+        The lr stays as it is after an update whose every step was skipped (``complete=False``)
+        or whose TV is not finite: there is nothing to learn from about the step size.
+        """
+        if not self.config.adaptive_lr:
+            return
+        if not complete or not np.isfinite(tv):
+            logger.warning("iteration %d: the update was not finite (TV %s); the policy lr stays %.3g.",
+                           self.iteration, tv, self.policy_lr)
+            return
+        self.policy_lr = adapt_lr(self.policy_lr, tv, clip_eps, factor=self.config.lr_adapt_factor,
+                                  min_ratio=self.config.lr_adapt_min_ratio)
+
+    def store_metrics(self, inputs: UpdateInputs) -> dict[str, float]:
+        """Per-iteration metrics of the store and the update's inputs (both API stacks)."""
+        active = list(self.store.active_weights(self.lagged_nu(), self.policy_version).values())
+        return {
+            "tv_target": tv_target(inputs.clip_eps),
+            "clip_eps": inputs.clip_eps,
+            "num_policies": len(self.store.batches),
+            "sample_lag": self.store.ages(self.policy_version)[0],
+            "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
+            "reward_scale": inputs.reward_scale,
+        }
+
     def _sync_env_runner_weights(self) -> None:
-        """Give every EnvRunner the learner's current policy and its version, and wait.
+        """Give every EnvRunner the learners' current policy and its version, and wait.
 
         RLlib's ``sync_weights`` is fire-and-forget and drops requests to busy actors; GePPO's
-        analysis needs each new batch to come from pi_k, so the sync here is blocking.
+        ages need every batch tagged with the policy that really collected it, so the sync here
+        is blocking. The version sent is pi_k's from here on.
         """
         state = self.learner_group.get_state(
             components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True)[COMPONENT_LEARNER]
         ref = ray.put({COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]})
         self.env_runner_group.foreach_env_runner(lambda runner: runner.set_state(ray.get(ref)),
                                                  local_env_runner=True)
+        self.policy_version = state[WEIGHTS_SEQ_NO]
 
     @override(Algorithm)
     def restore_from_path(self, path, *args, **kwargs) -> None:
         super().restore_from_path(path, *args, **kwargs)
-        self._sync_env_runner_weights()
+        if self.config.enable_env_runner_and_connector_v2:
+            self._sync_env_runner_weights()
 
-    def _update_running_stats(self, episodes: list) -> None:
-        """Fold the new batch's raw observations and discounted returns into the statistics."""
-        self._fold_running_stats(np.concatenate([e.get_observations(slice(0, len(e))) for e in episodes]),
-                                 [e.get_rewards() for e in episodes])
-
-    def _fold_running_stats(self, obs: np.ndarray, reward_segments: list[np.ndarray]) -> None:
-        """Fold observations and the discounted returns of trajectory segments into the statistics."""
-        if self.obs_stats is None:
-            self.obs_stats = RunningMeanStd(obs.shape[1:])
-        self.obs_stats.update(obs)
-        self.return_stats.update(np.concatenate(
-            [discounted_returns_to_go(rewards, self.config.gamma) for rewards in reward_segments]))
-
-    def _adapt_policy_lr(self, tv: float) -> None:
-        """Algorithm 1's lr rule: one decision per iteration from the update's TV estimate."""
-        if self.config.adaptive_lr:
-            self.policy_lr = adapt_lr(self.policy_lr, tv, self.clip_eps, factor=self.config.lr_adapt_factor,
-                                      min_ratio=self.config.lr_adapt_min_ratio)
-
-    def _update_inputs(self) -> dict[str, Any]:
-        """The per-iteration decisions every learner receives, via ``update(timesteps=...)``."""
-        return {
-            NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
-                (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0),
-            NUM_MODULE_STEPS_TRAINED_LIFETIME: self.metrics.peek(
-                (LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), default=0),
-            POLICY_LR: self.policy_lr,
-            WEIGHTS_BY_VERSION: self.store.weights_by_version(self.policy_weights),
-            REWARD_SCALE: float(self.return_stats.std),
-            OBS_STATS: (self.obs_stats.mean.astype(np.float32), self.obs_stats.std.astype(np.float32)),
-        }
-
-    def _minibatch_size(self) -> int:
-        if self.config.minibatch_size:
-            return self.config.minibatch_size
-        per_learner = self.store.num_steps // max(1, self.config.num_learners)
-        return max(1, per_learner // self.config.num_minibatches)
-
-    def _log_store_metrics(self) -> None:
-        for key, value in self._store_metrics().items():
-            self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
-
-    def _store_metrics(self) -> dict[str, float]:
-        active = list(self.store.active_weights(self.policy_weights).values())
-        return {
-            "tv_target": 0.5 * self.clip_eps,
-            "clip_eps": self.clip_eps,
-            "num_policies": len(self.store.batches),
-            "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
-            "reward_scale": float(self.return_stats.std),
-        }
+    @override(Algorithm)
+    def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.shutdown(wait=True)
+        super().stop()
 
     @override(Algorithm)
     def get_state(self, components: str | Collection[str] | None = None, *,
@@ -217,10 +307,11 @@ class GePPO(OldAPIStackTraining, PPO):
         self._set_geppo_state(state)
 
     def _geppo_state(self) -> dict[str, Any]:
-        """The store, the adapted lr and the running statistics."""
+        """The store, the adapted lr, the policy version and the running statistics."""
         return {
             "store": self.store.get_state(),
             "policy_lr": self.policy_lr,
+            "policy_version": self.policy_version,
             "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
             "return_stats": self.return_stats.get_state(),
         }
@@ -231,12 +322,13 @@ class GePPO(OldAPIStackTraining, PPO):
         geppo = state[COMPONENT_GEPPO]
         self.store.set_state(geppo["store"])
         self.policy_lr = geppo["policy_lr"]
+        self.policy_version = geppo["policy_version"]
         if geppo["obs_stats"] is not None:
             self.obs_stats = RunningMeanStd()
             self.obs_stats.set_state(geppo["obs_stats"])
         self.return_stats.set_state(geppo["return_stats"])
 
 
-def _newest_version(episodes: list) -> int:
-    """The ``weights_seq_no`` of the newest policy that collected any of these steps."""
-    return max(int(np.max(e.get_extra_model_outputs(WEIGHTS_SEQ_NO))) for e in episodes)
+def _module_batch(layout: dict[str, np.ndarray]) -> MultiAgentBatch:
+    """A layout as the MultiAgentBatch that ``LearnerGroup.update`` takes."""
+    return MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(layout)}, env_steps=segments.num_steps(layout))

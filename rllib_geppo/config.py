@@ -12,13 +12,19 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import NotProvided
 
-from rllib_geppo import policy_weights as pw
+from rllib_geppo.core import policy_weights as pw
+from rllib_geppo.core.gradients import CLIP_BY
+
+#: What to do with an episode chunk holding a NaN or infinite reward or observation.
+NONFINITE_DATA = ("error", "drop")
 
 
 @functools.lru_cache(maxsize=32)
-def _solved_weights(batch_multiple: int, max_policies: int, kind: str, tradeoff: float) -> np.ndarray:
-    # validate(), the Algorithm and every Learner ask for nu: solve each program once per process.
-    return pw.policy_weights(batch_multiple, max_policies, kind=kind, tradeoff=tradeoff)
+def _solved_weights(batch_multiple: int, max_policies: int, kind: str, tradeoff: float,
+                    tradeoff_rule: str) -> np.ndarray:
+    # validate() and the Algorithm ask for nu, in every process: solve each program once.
+    return pw.policy_weights(batch_multiple, max_policies, kind=kind, tradeoff=tradeoff,
+                             tradeoff_rule=tradeoff_rule)
 
 
 class GePPOConfig(PPOConfig):
@@ -66,6 +72,7 @@ class GePPOConfig(PPOConfig):
         self.max_policies = 20  # M_max
         self.policy_weights = "optimal"  # "optimal" | "uniform" | explicit list nu
         self.weights_tradeoff = 1.0  # 1: max ESS (Thm 6); 0: max TV change (Thm 5)
+        self.weights_tradeoff_rule = "scalarized"  # or "mixed" (the NeurIPS release's "mix")
         self.vtrace_clip = 1.0  # c_bar
         self.vf_lr = 3e-4
         self.num_minibatches = 32  # per epoch over the whole store (unless minibatch_size is set)
@@ -74,6 +81,8 @@ class GePPOConfig(PPOConfig):
         self.lr_adapt_min_ratio = 0.5  # beta
         self.init_std_multiple = 1.0  # initial std = multiple * half the action range
         self.sample_reuse = True  # False: the paper's PPO baseline (M = 1, B*n steps, eps_PPO)
+        self.overlap_sampling = False  # sample the next batch while the learners update
+        self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
 
     @override(PPOConfig)
     def training(
@@ -83,6 +92,7 @@ class GePPOConfig(PPOConfig):
         max_policies: int = NotProvided,
         policy_weights: str | Sequence[float] = NotProvided,
         weights_tradeoff: float = NotProvided,
+        weights_tradeoff_rule: str = NotProvided,
         vtrace_clip: float = NotProvided,
         vf_lr: float = NotProvided,
         num_minibatches: int = NotProvided,
@@ -91,6 +101,8 @@ class GePPOConfig(PPOConfig):
         lr_adapt_min_ratio: float = NotProvided,
         init_std_multiple: float = NotProvided,
         sample_reuse: bool = NotProvided,
+        overlap_sampling: bool = NotProvided,
+        nonfinite_data: str = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
@@ -104,6 +116,10 @@ class GePPOConfig(PPOConfig):
                 list nu (index = age, 0 = current policy; sums to 1). Default "optimal".
             weights_tradeoff: in [0, 1]; 1 maximises effective sample size (Thm 6), 0 the TV
                 change per sample (Thm 5). Default 1.
+            weights_tradeoff_rule: how a tradeoff strictly between 0 and 1 is met:
+                "scalarized" (default) solves one program weighing ESS against TV, each scaled
+                by its range (the authors' later code); "mixed" averages the two extreme
+                solutions (the NeurIPS release; 0.5 is its "mix").
             vtrace_clip: c_bar, truncation of the V-trace ratios. Default 1.0.
             vf_lr: value-function Adam learning rate (fixed). Default 3e-4.
             num_minibatches: minibatches per epoch over the whole store. Default 32.
@@ -114,6 +130,14 @@ class GePPOConfig(PPOConfig):
                 Default 1.0 (paper: 0.5 on Ant and Humanoid).
             sample_reuse: False turns GePPO into the paper's PPO baseline: M = 1, B*n new
                 samples per iteration, eps_PPO, plain GAE. Default True.
+            overlap_sampling: the EnvRunners sample the next batch while the learners update,
+                so the youngest stored batch is one iteration old at every update; weights and
+                clip range follow from the true ages (docs/overlapped_sampling.md). Default False.
+            nonfinite_data: what an episode chunk with a NaN or infinite reward or observation
+                does: "error" (default) stops training with a message naming the environment,
+                the column, the env step and the episode; "drop" drops the chunk before it
+                reaches the store or the statistics, logs a warning and counts it in
+                ``num_dropped_segments``.
         """
         super().training(**kwargs)
         for name, value in locals().items():
@@ -129,13 +153,14 @@ class GePPOConfig(PPOConfig):
         if not self.sample_reuse:
             return np.ones(1)
         if isinstance(self.policy_weights, str):
-            return _solved_weights(self.batch_multiple, self.max_policies,
-                                   self.policy_weights, float(self.weights_tradeoff)).copy()
+            return _solved_weights(self.batch_multiple, self.max_policies, self.policy_weights,
+                                   float(self.weights_tradeoff), self.weights_tradeoff_rule).copy()
         return pw.check_weights(self.policy_weights)
 
     @property
     def clip_eps(self) -> float:
-        """eps used in the clipped objective: eps_PPO * 1 / E_nu[i + 1] (Lemma 3)."""
+        """eps of the clipped objective while the youngest stored batch is fresh (no overlap):
+        eps_PPO / E_nu[i + 1] (Lemma 3). Each update's own eps follows from its ages."""
         return self.clip_param * pw.clip_multiple(self.geppo_weights)
 
     @property
@@ -187,26 +212,42 @@ class GePPOConfig(PPOConfig):
                 self._value_error(f"`{setting}` must be {allowed}; got {getattr(self, setting)!r}.")
 
         def is_number(x) -> bool:
-            return isinstance(x, (int, float, np.floating)) and not isinstance(x, bool)
+            return (isinstance(x, (int, float, np.floating)) and not isinstance(x, bool)
+                    and math.isfinite(x))
 
-        require(isinstance(self.batch_multiple, int) and self.batch_multiple >= 1,
-                "batch_multiple", "an integer >= 1")
-        require(isinstance(self.max_policies, int) and self.max_policies >= self.batch_multiple,
+        def is_count(x, low: int) -> bool:
+            return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= low
+
+        require(is_count(self.batch_multiple, 1), "batch_multiple", "an integer >= 1")
+        require(is_count(self.max_policies, self.batch_multiple if is_count(self.batch_multiple, 1) else 1),
                 "max_policies", f"an integer >= batch_multiple ({self.batch_multiple})")
         require(self.policy_weights in pw.KINDS or not isinstance(self.policy_weights, str),
                 "policy_weights", f"one of {pw.KINDS} or a list of weights")
         require(is_number(self.weights_tradeoff) and 0 <= self.weights_tradeoff <= 1,
                 "weights_tradeoff", "a number in [0, 1]")
+        require(self.weights_tradeoff_rule in pw.TRADEOFF_RULES, "weights_tradeoff_rule",
+                f"one of {pw.TRADEOFF_RULES}")
+        require(self.nonfinite_data in NONFINITE_DATA, "nonfinite_data", f"one of {NONFINITE_DATA}")
+        require(isinstance(self.overlap_sampling, bool), "overlap_sampling", "True or False")
+        require(self.grad_clip_by in CLIP_BY, "grad_clip_by", f"one of {CLIP_BY}")
         require(is_number(self.vtrace_clip) and self.vtrace_clip > 0, "vtrace_clip", "> 0")
         require(is_number(self.lr) and self.lr > 0, "lr",
-                "a positive number (GePPO adapts the policy lr itself; schedules are not supported)")
-        require(is_number(self.vf_lr) and self.vf_lr > 0, "vf_lr", "a positive number")
+                "a finite positive number (GePPO adapts the policy lr itself; schedules are not "
+                "supported)")
+        require(is_number(self.vf_lr) and self.vf_lr > 0, "vf_lr", "a finite positive number")
         require(is_number(self.clip_param) and 0 < self.clip_param < 1, "clip_param", "in (0, 1)")
         require(is_number(self.gamma) and 0 < self.gamma <= 1, "gamma", "in (0, 1]")
         require(is_number(self.lambda_) and 0 <= self.lambda_ <= 1, "lambda_", "in [0, 1]")
-        require(isinstance(self.num_epochs, int) and self.num_epochs >= 1, "num_epochs", "an integer >= 1")
-        require(isinstance(self.num_minibatches, int) and self.num_minibatches >= 1,
-                "num_minibatches", "an integer >= 1")
+        require(is_count(self.num_epochs, 1), "num_epochs", "an integer >= 1")
+        require(is_count(self.num_minibatches, 1), "num_minibatches", "an integer >= 1")
+        require(self.minibatch_size is None or is_count(self.minibatch_size, 1), "minibatch_size",
+                "None (derived from num_minibatches) or an integer >= 1")
+        # RLlib's own counts, checked here because RLlib fails on them only once Ray runs.
+        require(is_count(self.num_env_runners, 0), "num_env_runners",
+                "an integer >= 0 (0 samples in the driver)")
+        require(is_count(self.num_envs_per_env_runner, 1), "num_envs_per_env_runner", "an integer >= 1")
+        require(is_count(self.num_learners, 0), "num_learners", "an integer >= 0 (0: a local learner)")
+        require(self.seed is None or is_count(self.seed, 0), "seed", "None or an integer >= 0")
         require(is_number(self.lr_adapt_factor) and self.lr_adapt_factor >= 0,
                 "lr_adapt_factor", ">= 0")
         require(is_number(self.lr_adapt_min_ratio) and 0 <= self.lr_adapt_min_ratio <= 1,
@@ -216,7 +257,8 @@ class GePPOConfig(PPOConfig):
         require(self.grad_clip is None or (is_number(self.grad_clip) and self.grad_clip > 0),
                 "grad_clip", "None or > 0")
         n = self.train_batch_size_per_learner
-        require(isinstance(n, int) and n >= self.num_minibatches, "train_batch_size_per_learner",
+        require(is_count(n, self.num_minibatches if is_count(self.num_minibatches, 1) else 1),
+                "train_batch_size_per_learner",
                 f"an integer >= num_minibatches ({self.num_minibatches})")
         try:
             self.geppo_weights

@@ -1,51 +1,53 @@
-"""`GePPOLearner`: the framework-independent part of GePPO's Learner.
+"""`GePPOLearner`: one GePPO update per iteration inside RLlib's Learner.
 
-Per update (one call of ``Learner.update`` per iteration):
+The Algorithm calls ``LearnerGroup.update(batch=..., timesteps={UPDATE_INPUTS: inputs})`` once
+per iteration with every stored sample, laid out as trajectory segments
+(:mod:`rllib_geppo.core.segments`), one shard per learner. :meth:`GePPOLearner.update` then,
+on the learner's device:
 
-1. ``before_gradient_based_update`` installs this iteration's inputs, decided once by the
-   Algorithm for all learners and passed in the ``timesteps`` dict: the policy lr, the weight
-   of each policy version in the store and the reward scale.
-2. The learner connector (``AddOneTsToEpisodesAndTruncate`` ... ``ComputeGePPOTargets``) runs
-   once over every stored sample with the module still at pi_k.
-3. ``num_epochs`` x minibatches of ``compute_loss_for_module`` (see ``GePPOTorchLearner``).
-4. ``after_gradient_based_update`` measures TV & co. over all stored samples, then installs
-   the observation statistics the next policy will sample with.
+1. sets the policy lr of this update;
+2. evaluates pi_k and the critic on the whole shard and computes V-trace advantages, value
+   targets and sample weights (:mod:`rllib_geppo.core.targets`), once, before any gradient step;
+3. runs ``num_epochs`` x ``minibatches_per_epoch`` gradient steps on slices of those tensors
+   (the loss: ``GePPOTorchLearner.minibatch_losses``);
+4. measures TV, clip fraction, KL and entropy over the shard after the last step;
+5. installs the observation statistics the next policy samples with.
+
+It takes the place of RLlib's generic update loop, which would run a learner-connector pass over
+all stored episodes (M times the new data) and wrap each minibatch in batch objects and metrics.
+Multiple learners (DDP), GPUs and checkpoints work as for any RLlib Learner: each learner takes
+the same number of steps, and the module, optimizer and ``weights_seq_no`` are RLlib's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+import numpy as np
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    ALL_MODULES,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    WEIGHTS_SEQ_NO,
+)
+from ray.rllib.utils.typing import ModuleID, ResultDict
 
-from rllib_geppo.learner_connector import ComputeGePPOTargets
+from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
 
-#: Keys of the per-iteration inputs in ``Learner.update(timesteps=...)``.
-POLICY_LR = "geppo_policy_lr"
-WEIGHTS_BY_VERSION = "geppo_weights_by_version"
-REWARD_SCALE = "geppo_reward_scale"
-OBS_STATS = "geppo_obs_stats"  # (mean, std) to install after the update
-
-#: Optimizer names.
-POLICY_OPTIMIZER = "policy"
-VALUE_OPTIMIZER = "value"
+#: The optimizer's name: one Adam with a policy and a value parameter group.
+OPTIMIZER = "geppo_adam"
 
 
 class GePPOLearner(Learner):
-    """Builds GePPO's learner pipeline and routes the Algorithm's per-iteration decisions."""
-
-    @override(Learner)
-    def build(self) -> None:
-        super().build()
-        self.clip_eps = self.config.clip_eps  # read once, not per minibatch
-        self.targets_connector = ComputeGePPOTargets(
-            gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
-        if self._learner_connector is not None and self.config.add_default_connectors_to_learner_pipeline:
-            self._learner_connector.prepend(AddOneTsToEpisodesAndTruncate())
-            self._learner_connector.append(self.targets_connector)
+    """Runs GePPO's update (see the module docstring); the torch specifics are in
+    :class:`rllib_geppo.torch_learner.GePPOTorchLearner`."""
 
     @classmethod
     @override(Learner)
@@ -53,44 +55,38 @@ class GePPOLearner(Learner):
         return [ValueFunctionAPI]
 
     @override(Learner)
-    def before_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
-        super().before_gradient_based_update(timesteps=timesteps)
-        self.targets_connector.weights_by_version = timesteps[WEIGHTS_BY_VERSION]
-        self.targets_connector.reward_scale = timesteps[REWARD_SCALE]
-        for module_id in self.module.keys():
-            optimizer = self.get_optimizer(module_id, POLICY_OPTIMIZER)
-            self._set_optimizer_lr(optimizer, timesteps[POLICY_LR])
+    def update(self, batch: MultiAgentBatch | None = None, *, training_data: TrainingData | None = None,
+               timesteps: dict[str, Any] | None = None, **kwargs) -> ResultDict:
+        """One GePPO update over this learner's shard of the store.
 
-    @override(Learner)
-    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
-        super().after_gradient_based_update(timesteps=timesteps)
-        batch, self._update_batch = self._update_batch, None
-        for module_id, module_batch in batch.policy_batches.items():
-            self.log_policy_change(module_id, module_batch)
-        for module_id in self.module.keys():
-            self.module[module_id].unwrapped().set_obs_stats(*timesteps[OBS_STATS])
+        ``timesteps[UPDATE_INPUTS]`` holds the Algorithm's :class:`UpdateInputs`; RLlib's
+        ``num_epochs``/``minibatch_size`` keywords are not used (the inputs fix the steps).
+        """
+        inputs: UpdateInputs = timesteps[UPDATE_INPUTS]
+        training_data = training_data or TrainingData(batch=batch)
+        training_data.validate()
+        training_data.solve_refs()
+        self.before_gradient_based_update(timesteps=timesteps)
+        self._weights_seq_no += 1  # the version of the policy this update makes
+        for module_id, module_batch in training_data.batch.policy_batches.items():
+            stats, steps_trained = self.update_module(module_id, dict(module_batch), inputs)
+            self.metrics.log_dict(stats, key=module_id, window=1)
+            self._log_steps_trained(module_id, steps_trained)
+        self.after_gradient_based_update(timesteps=timesteps)
+        return self.metrics.reduce()
 
-    def log_policy_change(self, module_id: str, batch: dict[str, Any]) -> None:
-        """Log TV, clip fraction, KL and entropy of the update over all stored samples."""
+    def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
+                      inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+        """Steps 1-5 of the module docstring for one module; returns its metrics and the
+        number of samples its gradient steps used (summed over minibatches)."""
         raise NotImplementedError
 
-    @override(Learner)
-    def _make_batch_if_necessary(self, training_data):
-        # Keep the full train batch of this update: the TV estimate that drives the lr rule
-        # is measured over all stored samples after the last gradient step.
-        self._update_batch = super()._make_batch_if_necessary(training_data)
-        return self._update_batch
-
-    @override(Learner)
-    def postprocess_gradients_for_module(self, *, module_id, config=None, module_gradients_dict):
-        # Clip the policy's gradient norm only; the value function is never clipped.
-        grads = dict(module_gradients_dict)
-        if config.grad_clip:
-            policy_grads = self.filter_param_dict_for_optimizer(
-                grads, self.get_optimizer(module_id, POLICY_OPTIMIZER))
-            norm = self._get_clip_function()(policy_grads, grad_clip=config.grad_clip,
-                                             grad_clip_by=config.grad_clip_by)
-            grads.update(policy_grads)
-            if norm is not None:
-                self.metrics.log_value((module_id, "policy_grad_norm"), norm, window=1)
-        return grads
+    def _log_steps_trained(self, module_id: ModuleID, steps: int) -> None:
+        """RLlib's step counters, once per update (RLlib's own loop logs them per minibatch)."""
+        self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
+        self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum")
+        self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps,
+                               reduce="lifetime_sum")
+        for key, reduce in ((NUM_ENV_STEPS_TRAINED, "sum"), (NUM_ENV_STEPS_TRAINED_LIFETIME, "lifetime_sum"),
+                            (NUM_MODULE_STEPS_TRAINED, "sum"), (NUM_MODULE_STEPS_TRAINED_LIFETIME, "lifetime_sum")):
+            self.metrics.log_value((ALL_MODULES, key), steps, reduce=reduce)

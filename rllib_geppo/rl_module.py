@@ -3,9 +3,15 @@
 The module carries the running observation statistics as buffers, so a saved module acts on
 raw environment observations with nothing kept outside it, and every stored sample is
 re-evaluated under the current statistics (the same function of the raw observation that the
-current policy computes). The statistics change only between iterations, when the Algorithm
-hands the learners new values (see ``GePPOLearner``), so pi_k equals the policy that collected
-the newest batch exactly.
+current policy computes). The statistics change only together with the weights, right after an
+update (see ``GePPOLearner``), so every policy version is one fixed function.
+
+Continuous actions are parametrised as in the authors' code, in units where the action bounds
+are [-1, 1]: the network outputs the normalised mean and the log-std parameter is the normalised
+log-std (initially log(init_std_multiple)). The module maps both to environment units with the
+bounds it holds as buffers, so the saved module acts in the environment's units while learning
+runs exactly as in normalised units: an affine change of action units multiplies every density
+by the same constant, which cancels in every ratio the loss and V-trace use.
 """
 
 from __future__ import annotations
@@ -46,6 +52,16 @@ def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
             f"{action_space}. Fix: wrap the environment to expose one of these.")
 
 
+def action_units(action_space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:
+    """Centre and half-width of each action dimension: environment units are
+    ``center + half_range * normalised``. Unbounded dimensions keep their units (0, 1)."""
+    low, high = action_space.low.astype(np.float64), action_space.high.astype(np.float64)
+    bounded = np.isfinite(low) & np.isfinite(high)
+    center = np.where(bounded, (low + high) / 2.0, 0.0)
+    half_range = np.where(bounded, (high - low) / 2.0, 1.0)
+    return center, half_range
+
+
 def mlp(sizes: list[int], activation: str, out_gain: float) -> nn.Sequential:
     """MLP with orthogonal init: gain sqrt(2) on hidden layers, ``out_gain`` on the output."""
     layers: list[nn.Module] = []
@@ -64,8 +80,8 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     """Gaussian (state-independent log-std) or categorical policy and a separate value MLP.
 
     ``model_config`` keys: ``fcnet_hiddens`` (default [64, 64]), ``fcnet_activation``
-    (default "tanh") and ``init_std_multiple`` (set from the GePPO config: initial std =
-    multiple * half the action range; 1 where the range is unbounded).
+    (default "tanh") and ``init_std_multiple`` (set from the GePPO config: the initial std in
+    normalised action units, i.e. multiple * half the action range in environment units).
     """
 
     @override(RLModule)
@@ -82,16 +98,15 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             self.pi = mlp([obs_dim, *hiddens, int(self.action_space.n)], activation, 0.01)
             self.log_std = None
         else:
-            self.pi = mlp([obs_dim, *hiddens, self.action_space.shape[0]], activation, 0.01)
-            self.log_std = nn.Parameter(torch.as_tensor(self._initial_log_std(), dtype=torch.float32))
+            action_dim = self.action_space.shape[0]
+            self.pi = mlp([obs_dim, *hiddens, action_dim], activation, 0.01)
+            multiple = self.model_config.get("init_std_multiple", 1.0)
+            self.log_std = nn.Parameter(torch.full((action_dim,), math.log(max(multiple, MIN_STD))))
+            center, half_range = action_units(self.action_space)
+            self.register_buffer("action_center", torch.as_tensor(center, dtype=torch.float32))
+            self.register_buffer("action_half_range", torch.as_tensor(half_range, dtype=torch.float32))
         if not self.inference_only:
             self.vf = mlp([obs_dim, *hiddens, 1], activation, 1.0)
-
-    def _initial_log_std(self) -> np.ndarray:
-        low, high = self.action_space.low, self.action_space.high
-        half_range = np.where(np.isfinite(high - low), (high - low) / 2.0, 1.0)
-        std = self.model_config.get("init_std_multiple", 1.0) * half_range
-        return np.log(np.maximum(std, MIN_STD))
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """(obs - mean) / std, clipped to +-OBS_CLIP, with the module's running statistics."""
@@ -106,8 +121,10 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         out = self.pi(self.normalize(batch[Columns.OBS]))
         if self.log_std is not None:
-            log_std = torch.clamp(self.log_std, min=math.log(MIN_STD)).expand_as(out)
-            out = torch.cat([out, log_std], dim=-1)
+            # Normalised mean and log-std to environment units (see the module docstring).
+            mean = self.action_center + self.action_half_range * out
+            log_std = torch.clamp(self.log_std, min=math.log(MIN_STD)) + torch.log(self.action_half_range)
+            out = torch.cat([mean, log_std.expand_as(mean)], dim=-1)
         return {Columns.ACTION_DIST_INPUTS: out}
 
     @override(RLModule)

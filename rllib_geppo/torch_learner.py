@@ -1,25 +1,41 @@
-"""`GePPOTorchLearner`: GePPO's loss on torch. The formulas live in ``rllib_geppo.objective``."""
+"""`GePPOTorchLearner`: GePPO's update on torch. **The loss is**
+:meth:`GePPOTorchLearner.minibatch_losses`; its formulas live in :mod:`rllib_geppo.core.objective`.
+
+Every tensor of an update is prepared once, on the learner's device, before the first gradient
+step; the epoch loop then only slices them. One Adam optimizer holds two parameter groups, the
+policy (adaptive lr, gradient clip) and the value function (fixed ``vf_lr``, never clipped):
+Adam is elementwise, so this is exactly two separate Adams, in one fused kernel.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.typing import ModuleID
 
-from rllib_geppo import objective
-from rllib_geppo.learner import POLICY_OPTIMIZER, VALUE_OPTIMIZER, GePPOLearner
-from rllib_geppo.learner_connector import PIK_DIST_INPUTS, PIK_LOGP, SAMPLE_WEIGHTS
+from rllib_geppo.core import objective
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.gradients import clip_gradients_
+from rllib_geppo.core.targets import update_targets
+from rllib_geppo.core.update_inputs import UpdateInputs
+from rllib_geppo.learner import OPTIMIZER, GePPOLearner
+
+Tensor = torch.Tensor
+
+#: Columns the gradient steps slice, per real row.
+_MINIBATCH_COLUMNS = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS,
+                      C.SAMPLE_WEIGHTS)
 
 
 class GePPOTorchLearner(GePPOLearner, TorchLearner):
-    """Separate Adam optimizers for policy (adaptive lr) and value function (fixed ``vf_lr``)."""
+    """GePPO's update on torch (see :mod:`rllib_geppo.learner` for the steps)."""
 
-    @override(GePPOLearner)
+    @override(TorchLearner)
     def build(self) -> None:
         super().build()
         if self._device.type == "cpu":
@@ -30,58 +46,151 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
 
     @override(TorchLearner)
-    def configure_optimizers_for_module(self, module_id: str, config=None) -> None:
+    def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
         module = self._module[module_id]
         value_params = list(module.vf.parameters())
         value_ids = {id(p) for p in value_params}
         policy_params = [p for p in module.parameters() if id(p) not in value_ids]
-        # lr_or_lr_schedule=None: RLlib must not reset this lr; the Algorithm adapts it.
-        self.register_optimizer(module_id=module_id, optimizer_name=POLICY_OPTIMIZER,
-                                optimizer=torch.optim.Adam(policy_params, lr=config.lr),
-                                params=policy_params, lr_or_lr_schedule=None)
-        self.register_optimizer(module_id=module_id, optimizer_name=VALUE_OPTIMIZER,
-                                optimizer=torch.optim.Adam(value_params, lr=config.vf_lr),
-                                params=value_params, lr_or_lr_schedule=config.vf_lr)
+        optimizer = torch.optim.Adam(
+            [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
+            **_fast_adam_kwargs(self._device))
+        # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
+        self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
+                                params=policy_params + value_params, lr_or_lr_schedule=None)
 
-    @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: str, config, batch: dict[str, Any],
-                                fwd_out: dict[str, Any]) -> torch.Tensor:
-        module = self.module[module_id].unwrapped()
-        real = batch[Columns.LOSS_MASK]  # drop the phantom bootstrap rows
-        dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS][real])
-        logp = dist.logp(batch[Columns.ACTIONS][real])
-        policy_loss, vf_loss = objective.geppo_losses(
-            logp=logp,
-            behaviour_logp=batch[Columns.ACTION_LOGP][real],
-            pik_logp=batch[PIK_LOGP][real],
-            advantages=batch[Postprocessing.ADVANTAGES][real],
-            values=fwd_out[Columns.VF_PREDS][real],
-            value_targets=batch[Postprocessing.VALUE_TARGETS][real],
-            weights=batch[SAMPLE_WEIGHTS][real],
-            clip_eps=self.clip_eps,
-        )
-        self.metrics.log_dict({POLICY_LOSS_KEY: policy_loss, VF_LOSS_KEY: vf_loss},
-                              key=module_id, window=1)
-        # Separate networks and optimizers: the sum gives each its own gradient, the same as
-        # one value step and one policy step per minibatch.
-        return policy_loss + vf_loss
+    def param_groups(self, module_id: ModuleID) -> tuple[dict, dict]:
+        """The optimizer's (policy, value) parameter groups."""
+        policy, value = self.get_optimizer(module_id, OPTIMIZER).param_groups
+        return policy, value
 
     @override(GePPOLearner)
+    def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
+                      inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+        policy_group, _ = self.param_groups(module_id)
+        policy_group["lr"] = inputs.policy_lr
+        data = self.prepare_update(module_id, layout, inputs)
+        losses, steps = self.run_epochs(module_id, data, inputs)
+        stats = self.policy_change(module_id, data, inputs)
+        self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
+        return {**losses, **stats, "policy_lr": inputs.policy_lr}, steps
+
     @torch.no_grad()
-    def log_policy_change(self, module_id: str, batch: dict[str, Any]) -> None:
+    def prepare_update(self, module_id: ModuleID, layout: dict[str, np.ndarray],
+                       inputs: UpdateInputs) -> dict[str, Tensor]:
+        """Everything the gradient steps read, for the real rows, on this learner's device:
+        observations, actions, log mu, the clip centre pi_k/mu, V-trace advantages and value
+        targets under pi_k, sample weights, and pi_k's distribution inputs (for the KL)."""
+        batch = {name: torch.as_tensor(column, device=self._device) for name, column in layout.items()}
         module = self.module[module_id].unwrapped()
-        real = batch[Columns.LOSS_MASK]
-        dist_cls = module.get_train_action_dist_cls()
-        new_dist = dist_cls.from_logits(module.forward_train(batch)[Columns.ACTION_DIST_INPUTS][real])
-        old_dist = dist_cls.from_logits(batch[PIK_DIST_INPUTS][real])
-        stats = objective.policy_change_stats(
-            logp=new_dist.logp(batch[Columns.ACTIONS][real]),
-            behaviour_logp=batch[Columns.ACTION_LOGP][real],
-            pik_logp=batch[PIK_LOGP][real],
-            weights=batch[SAMPLE_WEIGHTS][real],
-            kl=old_dist.kl(new_dist),
-            entropy=new_dist.entropy(),
-            clip_eps=self.clip_eps,
+        out = module.forward_train({Columns.OBS: batch[C.OBS]})
+        dist_inputs = out[Columns.ACTION_DIST_INPUTS]
+        pik_logp = module.get_train_action_dist_cls().from_logits(dist_inputs).logp(batch[C.ACTIONS])
+        targets = update_targets(
+            batch, values=out[Columns.VF_PREDS], pik_logp=pik_logp,
+            weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
+            gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
+        real = batch[C.LOSS_MASK]
+        behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
+        return {
+            **targets,
+            C.OBS: batch[C.OBS][real],
+            C.ACTIONS: batch[C.ACTIONS][real],
+            C.BEHAVIOUR_LOGP: behaviour_logp,
+            C.PIK_DIST_INPUTS: dist_inputs[real],
+            C.CENTER: objective.ratio(targets[C.PIK_LOGP], behaviour_logp),
+        }
+
+    def run_epochs(self, module_id: ModuleID, data: dict[str, Tensor],
+                   inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+        """``num_epochs`` passes of ``minibatches_per_epoch`` equal minibatches over ``data``
+        (a fresh shuffle per epoch; the remainder of a pass sits it out)."""
+        rows = len(data[C.ADVANTAGES])
+        steps = min(inputs.minibatches_per_epoch, rows)
+        size = rows // steps
+        sums = torch.zeros(3, device=self._device)  # policy loss, value loss, grad norm
+        skipped = 0
+        for _ in range(self.config.num_epochs):
+            order = (torch.randperm(rows, device=self._device) if self.config.shuffle_batch_per_epoch
+                     else torch.arange(rows, device=self._device))
+            epoch = {name: data[name][order] for name in _MINIBATCH_COLUMNS}
+            for start in range(0, steps * size, size):
+                minibatch = {name: column[start:start + size] for name, column in epoch.items()}
+                step = self.minibatch_step(module_id, minibatch, inputs.clip_eps)
+                if step is None:
+                    skipped += 1
+                else:
+                    sums += step
+        taken = max(self.config.num_epochs * steps - skipped, 1)
+        policy_loss, vf_loss, grad_norm = (sums / taken).tolist()
+        return ({"policy_loss": policy_loss, "vf_loss": vf_loss, "policy_grad_norm": grad_norm,
+                 "num_skipped_steps": skipped, "num_gradient_steps": self.config.num_epochs * steps},
+                self.config.num_epochs * steps * size)
+
+    def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor],
+                         clip_eps: float) -> tuple[Tensor, Tensor]:
+        """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
+        objective (negated) and the weighted value regression."""
+        module = self.module[module_id]  # DDP-wrapped with 2+ learners: gradients are averaged
+        out = module.forward_train({Columns.OBS: minibatch[C.OBS]})
+        dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+        return objective.geppo_losses(
+            logp=dist.logp(minibatch[C.ACTIONS]),
+            behaviour_logp=minibatch[C.BEHAVIOUR_LOGP],
+            center=minibatch[C.CENTER],
+            advantages=minibatch[C.ADVANTAGES],
+            values=out[Columns.VF_PREDS],
+            value_targets=minibatch[C.VALUE_TARGETS],
+            weights=minibatch[C.SAMPLE_WEIGHTS],
+            clip_eps=clip_eps,
         )
-        stats["policy_lr"] = self._get_optimizer_lr(self.get_optimizer(module_id, POLICY_OPTIMIZER))
-        self.metrics.log_dict(stats, key=module_id, window=1)
+
+    def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],
+                       clip_eps: float) -> Tensor | None:
+        """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
+        gradient clipped) and the value function.
+
+        Returns ``(policy_loss, value_loss, policy_grad_norm)``, or None if a loss or gradient
+        was not finite: then the step is skipped and weights and optimizer state stay as they are.
+        """
+        policy_loss, vf_loss = self.minibatch_losses(module_id, minibatch, clip_eps)
+        optimizer = self.get_optimizer(module_id, OPTIMIZER)
+        optimizer.zero_grad(set_to_none=True)
+        # Policy and value parameters are disjoint: one backward pass gives each its own gradient.
+        (policy_loss + vf_loss).backward()
+        policy_group, value_group = optimizer.param_groups
+        policy_norm = clip_gradients_(policy_group["params"], self.config.grad_clip, self.config.grad_clip_by)
+        value_norm = clip_gradients_(value_group["params"], None)
+        losses = torch.stack([policy_loss.detach(), vf_loss.detach(), policy_norm])
+        if not torch.isfinite(losses.sum() + value_norm):
+            return None
+        optimizer.step()
+        return losses
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Tensor:
+        # RLlib's generic update loop calls this; GePPOLearner.update replaces that loop.
+        raise NotImplementedError("GePPO's loss is GePPOTorchLearner.minibatch_losses, used by "
+                                  "GePPOLearner.update.")
+
+    @torch.no_grad()
+    def policy_change(self, module_id: ModuleID, data: dict[str, Tensor],
+                      inputs: UpdateInputs) -> dict[str, float]:
+        """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
+        module = self.module[module_id].unwrapped()
+        dist_cls = module.get_train_action_dist_cls()
+        new_dist = dist_cls.from_logits(module.forward_train({Columns.OBS: data[C.OBS]})[Columns.ACTION_DIST_INPUTS])
+        stats = objective.policy_change_stats(
+            logp=new_dist.logp(data[C.ACTIONS]),
+            behaviour_logp=data[C.BEHAVIOUR_LOGP],
+            center=data[C.CENTER],
+            weights=data[C.SAMPLE_WEIGHTS],
+            kl=dist_cls.from_logits(data[C.PIK_DIST_INPUTS]).kl(new_dist),
+            entropy=new_dist.entropy(),
+            clip_eps=inputs.clip_eps,
+        )
+        return {name: float(value) for name, value in stats.items()}
+
+
+def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:
+    """Adam's fused kernel where torch has one for the device (CPU, CUDA), else foreach."""
+    return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}

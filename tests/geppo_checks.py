@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rllib_geppo.objective import adapt_lr
+from rllib_geppo.core.objective import adapt_lr
 
 #: GePPO's per-iteration learner metrics, the same on both API stacks.
 METRICS = ["tv", "tv_target", "policy_lr", "clip_eps", "num_policies", "effective_sample_size",

@@ -7,18 +7,19 @@ import numpy as np
 import pytest
 import ray
 import torch
-from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate, GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module import RLModule
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
-from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.tune.registry import get_trainable_cls
 
 from geppo_checks import METRICS, check_lr_rule, check_run_metrics
 from rllib_geppo import GePPO, GePPOConfig
-from rllib_geppo.learner_connector import PIK_LOGP, SAMPLE_WEIGHTS
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.segments import lay_out
+from rllib_geppo.episode_segments import episode_segment
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,13 +42,15 @@ def local_learner(algo: GePPO):
     return algo.learner_group._learner
 
 
-def run_targets(algo: GePPO, episodes: list) -> dict:
-    """Run the local learner's connector pipeline (pi_k unchanged) on copies of ``episodes``."""
-    learner = local_learner(algo)
-    learner.before_gradient_based_update(timesteps=algo._update_inputs())
-    batch = learner._learner_connector(rl_module=learner.module, batch={}, episodes=episodes,
-                                       shared_data={}, metrics=learner.metrics)
-    return batch[DEFAULT_MODULE_ID]
+def prepare(algo: GePPO, layout: dict) -> dict:
+    """What the local learner's next update would train on (pi_k unchanged), for ``layout``."""
+    return local_learner(algo).prepare_update(DEFAULT_MODULE_ID, layout, algo.update_inputs())
+
+
+def fresh_layout(algo: GePPO, steps: int) -> dict:
+    episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=steps,
+                                           _uses_new_env_runners=True)
+    return lay_out([episode_segment(e) for e in episodes])
 
 
 def test_defaults_are_the_papers():
@@ -131,27 +134,24 @@ def test_policy_lr_follows_the_tv_rule(pendulum_run):
 
 def test_fresh_samples_have_unit_ratio_and_old_ones_do_not(pendulum_run):
     algo, _ = pendulum_run
-    fresh = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64,
-                                        _uses_new_env_runners=True)
-    batch = run_targets(algo, fresh)
-    real = batch[Columns.LOSS_MASK]
-    torch.testing.assert_close(batch[PIK_LOGP][real], batch[Columns.ACTION_LOGP][real], atol=1e-5, rtol=0)
-    old = run_targets(algo, algo.store.episodes_for_update()[:1])
-    real = old[Columns.LOSS_MASK]
-    assert (old[PIK_LOGP][real] - old[Columns.ACTION_LOGP][real]).abs().max() > 1e-3
+    fresh = prepare(algo, fresh_layout(algo, 64))
+    torch.testing.assert_close(fresh[C.PIK_LOGP], fresh[C.BEHAVIOUR_LOGP], atol=1e-5, rtol=0)
+    oldest = prepare(algo, algo.store.batches[0].layout)
+    assert (oldest[C.CENTER] - 1).abs().max() > 1e-3
 
 
 def test_weights_are_applied_by_age(pendulum_run):
     algo, _ = pendulum_run
-    batch = run_targets(algo, algo.store.episodes_for_update())
-    real = batch[Columns.LOSS_MASK]
-    versions = batch[WEIGHTS_SEQ_NO][real].long()
-    weights = batch[SAMPLE_WEIGHTS][real]
+    data = prepare(algo, algo.store.update_layout())
+    real = torch.as_tensor(algo.store.update_layout()[C.LOSS_MASK])
+    versions = torch.as_tensor(algo.store.update_layout()[C.VERSION])[real]
     newest = int(versions.max())
+    assert newest == algo.policy_version - 1  # synchronous: the youngest batch is from pi_{k-1}
     for age, nu in enumerate([0.4, 0.3, 0.2, 0.1]):
         rows = versions == newest - age
         assert rows.sum() == 256
-        torch.testing.assert_close(weights[rows], torch.full_like(weights[rows], 4 * nu))
+        weights = data[C.SAMPLE_WEIGHTS][rows]
+        torch.testing.assert_close(weights, torch.full_like(weights, 4 * nu))
 
 
 def test_checkpoint_round_trip(pendulum_run, tmp_path):
@@ -169,9 +169,10 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
         for key in after:
             np.testing.assert_allclose(before[key], after[key])
         newest = algo.store.batches[-1].version
+        assert restored.policy_version == algo.policy_version == newest + 1
         restored.train()
         assert [b.version for b in restored.store.batches] == [newest - 2, newest - 1, newest, newest + 1]
-        assert restored.store.ages() == [0, 1, 2, 3]
+        assert restored.store.ages(restored.policy_version - 1) == [0, 1, 2, 3]
     finally:
         restored.stop()
 
@@ -198,18 +199,19 @@ def test_ppo_baseline_advantages_equal_rllib_gae():
         assert algo.store.capacity == 1
         episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=300,
                                                _uses_new_env_runners=True)
-        algo._update_running_stats(episodes)
-        algo.store.add(episodes, version=0)
+        algo.add_to_store([episode_segment(e) for e in episodes])
         algo.return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib
-        ours = run_targets(algo, algo.store.episodes_for_update())
+        ours = prepare(algo, algo.store.update_layout())
+        # RLlib's own learner pipeline with its GAE piece, on the same episodes and critic.
         learner = local_learner(algo)
-        pipeline = learner._learner_connector
-        pipeline.remove("ComputeGePPOTargets")
+        module = learner.module[DEFAULT_MODULE_ID]
+        pipeline = algo.config.build_learner_connector(module.observation_space, module.action_space)
+        pipeline.prepend(AddOneTsToEpisodesAndTruncate())
         pipeline.append(GeneralAdvantageEstimation(gamma=0.995, lambda_=0.97))
-        theirs = pipeline(rl_module=learner.module, batch={}, episodes=algo.store.episodes_for_update(),
-                          shared_data={}, metrics=learner.metrics)[DEFAULT_MODULE_ID]
-        real = ours[Columns.LOSS_MASK]
-        torch.testing.assert_close(ours[Postprocessing.VALUE_TARGETS][real],
+        theirs = pipeline(rl_module=learner.module, batch={}, episodes=episodes, shared_data={},
+                          metrics=learner.metrics)[DEFAULT_MODULE_ID]
+        real = torch.as_tensor(theirs[Columns.LOSS_MASK]).bool()
+        torch.testing.assert_close(ours[C.VALUE_TARGETS],
                                    torch.as_tensor(theirs[Postprocessing.VALUE_TARGETS])[real],
                                    atol=1e-4, rtol=1e-5)
     finally:

@@ -13,7 +13,7 @@ import pytest
 import ray
 import yaml
 
-from rllib_geppo.cli import main
+from rllib_geppo.tools.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml"))

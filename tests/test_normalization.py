@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rllib_geppo.normalization import RunningMeanStd, discounted_returns_to_go
+from rllib_geppo.core.normalization import RunningMeanStd, discounted_returns_to_go
 
 
 def test_running_stats_equal_full_batch_stats():

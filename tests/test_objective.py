@@ -5,12 +5,15 @@ import math
 import pytest
 import torch
 
-from rllib_geppo.objective import (
+from rllib_geppo.core.objective import (
     adapt_lr,
     clip_fraction,
     clipped_surrogate_loss,
+    geppo_losses,
+    ratio,
     standardize_advantages,
     tv_estimate,
+    tv_target,
 )
 
 
@@ -25,7 +28,8 @@ def test_equals_ppo_on_policy_with_unit_weights():
     old = torch.randn(256, generator=g, dtype=torch.float64)
     logp = old + 0.3 * torch.randn(256, generator=g, dtype=torch.float64)
     adv = torch.randn(256, generator=g, dtype=torch.float64)
-    ours = clipped_surrogate_loss(logp, old, old, adv, torch.ones(256, dtype=torch.float64), 0.2)
+    ones = torch.ones(256, dtype=torch.float64)
+    ours = clipped_surrogate_loss(ratio(logp, old), ones, adv, ones, 0.2)
     torch.testing.assert_close(ours, ppo_loss(logp, old, adv, 0.2))
 
 
@@ -34,7 +38,7 @@ def test_clip_range_is_centred_at_pik_over_mu():
     logp = torch.tensor([math.log(2.5), math.log(2.5)], requires_grad=True)
     mu, pik = torch.zeros(2), torch.full((2,), math.log(2.0))
     adv = torch.tensor([1.0, -1.0])
-    loss = clipped_surrogate_loss(logp, mu, pik, adv, torch.ones(2), 0.1)
+    loss = clipped_surrogate_loss(ratio(logp, mu), ratio(pik, mu), adv, torch.ones(2), 0.1)
     # A > 0: clipped term -2.1 is the max -> loss 0.5*(-2.1); A < 0: -rho*A = 2.5 wins.
     assert loss.item() == pytest.approx(0.5 * (-2.1 + 2.5))
     loss.backward()
@@ -46,7 +50,7 @@ def test_clip_range_is_centred_at_pik_over_mu():
 def test_gradient_zero_below_range_for_negative_advantage():
     # rho = 1.5 < center - eps = 1.9 and A < 0: clipping blocks further decrease.
     logp = torch.tensor([math.log(1.5)], requires_grad=True)
-    loss = clipped_surrogate_loss(logp, torch.zeros(1), torch.full((1,), math.log(2.0)),
+    loss = clipped_surrogate_loss(ratio(logp, torch.zeros(1)), torch.full((1,), 2.0),
                                   torch.tensor([-1.0]), torch.ones(1), 0.1)
     loss.backward()
     assert logp.grad.item() == 0.0
@@ -54,7 +58,7 @@ def test_gradient_zero_below_range_for_negative_advantage():
 
 def test_weights_scale_each_sample():
     logp = torch.zeros(2, requires_grad=True)
-    loss = clipped_surrogate_loss(logp, torch.zeros(2), torch.zeros(2), torch.ones(2),
+    loss = clipped_surrogate_loss(ratio(logp, torch.zeros(2)), torch.ones(2), torch.ones(2),
                                   torch.tensor([1.5, 0.5]), 0.2)
     loss.backward()
     torch.testing.assert_close(logp.grad, torch.tensor([-0.75, -0.25]))
@@ -80,7 +84,7 @@ def test_tv_estimate_converges_to_exact_gaussian_tv():
     mu_logp = normal(0.0, 1.0).log_prob(actions)
     pi_logp = normal(0.5, 1.0).log_prob(actions)
     exact = 2 * normal(0.0, 1.0).cdf(torch.tensor(0.25, dtype=torch.float64)) - 1
-    estimate = tv_estimate(pi_logp, mu_logp, mu_logp, torch.ones_like(actions))
+    estimate = tv_estimate(ratio(pi_logp, mu_logp), torch.ones_like(actions), torch.ones_like(actions))
     assert estimate.item() == pytest.approx(exact.item(), abs=3e-3)
 
 
@@ -92,19 +96,37 @@ def test_tv_estimate_off_policy_behaviour():
     normal = torch.distributions.Normal
     mu, pik, pi = (normal(m, 1.0).log_prob(actions) for m in (0.0, 0.3, 0.8))
     exact = 2 * normal(0.0, 1.0).cdf(torch.tensor(0.25, dtype=torch.float64)) - 1
-    assert tv_estimate(pi, mu, pik, torch.ones_like(actions)).item() == pytest.approx(exact.item(), abs=5e-3)
+    ones = torch.ones_like(actions)
+    assert tv_estimate(ratio(pi, mu), ratio(pik, mu), ones).item() == pytest.approx(exact.item(), abs=5e-3)
 
 
 def test_clip_fraction_counts_ratios_outside_the_range():
-    logp = torch.log(torch.tensor([1.0, 1.05, 1.3, 0.7]))
-    zeros = torch.zeros(4)
-    assert clip_fraction(logp, zeros, zeros, 0.2).item() == pytest.approx(0.5)
+    rho = torch.tensor([1.0, 1.05, 1.3, 0.7])
+    assert clip_fraction(rho, torch.ones(4), 0.2).item() == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("tv,expected", [(0.06, 1e-3 / 1.03), (0.04, 1e-3), (0.02, 1e-3 * 1.03)])
 def test_adapt_lr(tv, expected):
     # eps = 0.1: target eps/2 = 0.05, lower threshold beta*eps/2 = 0.025.
     assert adapt_lr(1e-3, tv, 0.1, factor=0.03, min_ratio=0.5) == pytest.approx(expected)
+
+
+def test_geppo_losses_standardise_then_weight():
+    # mu = pi_k = pi (rho = center = 1), A = [1, 2], w = [1.5, 0.5]: w A = [1.5, 1.0], so the
+    # mean is mean(w A) / mean(w) = 1.25, the scale std(w A) = 0.25, and A' = [-1, 3]. Inside the
+    # clip range d(loss)/d(logp_i) = -w_i A'_i / 2 = [0.75, -0.75].
+    logp, zeros, ones = torch.zeros(2, requires_grad=True), torch.zeros(2), torch.ones(2)
+    weights = torch.tensor([1.5, 0.5])
+    policy, value = geppo_losses(logp=logp, behaviour_logp=zeros, center=ones,
+                                 advantages=torch.tensor([1.0, 2.0]), values=torch.tensor([0.0, 1.0]),
+                                 value_targets=torch.tensor([2.0, 1.0]), weights=weights, clip_eps=0.1)
+    policy.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([0.75, -0.75]))
+    assert value.item() == pytest.approx(0.5 * (1.5 * 4 + 0.5 * 0) / 2)
+
+
+def test_tv_target_is_half_the_clip_range():
+    assert tv_target(0.1) == pytest.approx(0.05)
 
 
 def test_adapt_lr_with_beta_zero_only_falls():

@@ -14,21 +14,19 @@ import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.models import ModelCatalog
 from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
-from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
-from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
+from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID
 from torch import nn
 
 from geppo_checks import METRICS, check_lr_rule, check_run_metrics
 from rllib_geppo import GePPO, GePPOConfig, GePPOTorchPolicy
-from rllib_geppo.learner import OBS_STATS, POLICY_LR, REWARD_SCALE, WEIGHTS_BY_VERSION
-from rllib_geppo.learner_connector import PIK_LOGP, SAMPLE_WEIGHTS
-from rllib_geppo.objective import adapt_lr
-from rllib_geppo.torch_policy import SEGMENT_END, VERSION
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.objective import adapt_lr
+from rllib_geppo.core.segments import Segment, lay_out
+from rllib_geppo.core.update_inputs import UpdateInputs
+from rllib_geppo.old_stack.training_step import batch_segments
 RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
 
 
@@ -62,46 +60,14 @@ def test_old_stack_selects_the_geppo_policy():
 # -- Same batch, same weights: same targets, loss and gradients on both stacks ---------------
 
 
-def chunks(rng: np.random.Generator) -> list[dict]:
+def chunks(rng: np.random.Generator) -> list[Segment]:
     """Two Pendulum trajectory chunks from different policy versions: one terminated, one cut."""
-    out = []
-    for steps, terminated, version in ((7, True, 3), (5, False, 4)):
-        out.append({
-            "obs": (rng.normal(size=(steps + 1, 3)) * 2 + 1).astype(np.float32),
-            "actions": rng.normal(size=(steps, 1)).astype(np.float32),
-            "rewards": (rng.normal(size=steps) * 5).astype(np.float32),
-            "logp": (rng.normal(size=steps) * 0.3 - 1.5).astype(np.float32),
-            "terminated": terminated,
-            "version": version,
-        })
-    return out
-
-
-def as_episodes(data: list[dict], env: gym.Env) -> list[SingleAgentEpisode]:
-    episodes = []
-    for c in data:
-        episode = SingleAgentEpisode(
-            observations=list(c["obs"]), actions=list(c["actions"]), rewards=list(c["rewards"]),
-            extra_model_outputs={Columns.ACTION_LOGP: list(c["logp"]),
-                                 WEIGHTS_SEQ_NO: [c["version"]] * len(c["actions"])},
-            terminated=c["terminated"], len_lookback_buffer=0,
-            observation_space=env.observation_space, action_space=env.action_space)
-        episodes.append(episode.to_numpy())
-    return episodes
-
-
-def as_sample_batch(data: list[dict]) -> SampleBatch:
-    batches = []
-    for c in data:
-        steps = len(c["actions"])
-        batches.append(SampleBatch({
-            SampleBatch.OBS: c["obs"][:-1], SampleBatch.NEXT_OBS: c["obs"][1:],
-            SampleBatch.ACTIONS: c["actions"], SampleBatch.REWARDS: c["rewards"],
-            SampleBatch.TERMINATEDS: (np.arange(steps) == steps - 1) & c["terminated"],
-            SampleBatch.ACTION_LOGP: c["logp"],
-            SEGMENT_END: np.arange(steps) == steps - 1, VERSION: np.full(steps, c["version"]),
-        }))
-    return concat_samples(batches)
+    return [Segment(obs=(rng.normal(size=(steps + 1, 3)) * 2 + 1).astype(np.float32),
+                    actions=rng.normal(size=(steps, 1)).astype(np.float32),
+                    rewards=(rng.normal(size=steps) * 5).astype(np.float32),
+                    behaviour_logp=(rng.normal(size=steps) * 0.3 - 1.5).astype(np.float32),
+                    versions=np.full(steps, version), terminated=terminated)
+            for steps, terminated, version in ((7, True, 3), (5, False, 4))]
 
 
 def test_targets_loss_and_gradients_equal_the_new_stack():
@@ -112,21 +78,19 @@ def test_targets_loss_and_gradients_equal_the_new_stack():
     policy = GePPOTorchPolicy(env.observation_space, env.action_space,
                               old_stack(GePPOConfig().environment("Pendulum-v1")).to_dict())
     policy.model.module.load_state_dict(module.state_dict())
-    data, table, scale = chunks(np.random.default_rng(0)), {3: 0.8, 4: 1.3}, 2.0
+    layout = lay_out(chunks(np.random.default_rng(0)))
+    inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={3: 0.8, 4: 1.3},
+                          reward_scale=2.0, obs_mean=np.zeros(3), obs_std=np.ones(3),
+                          minibatches_per_epoch=1)
 
-    learner.before_gradient_based_update(timesteps={
-        POLICY_LR: 3e-4, WEIGHTS_BY_VERSION: table, REWARD_SCALE: scale, OBS_STATS: None,
-        NUM_ENV_STEPS_SAMPLED_LIFETIME: 0})
-    new = learner._learner_connector(rl_module=learner.module, batch={}, episodes=as_episodes(data, env),
-                                     shared_data={}, metrics=learner.metrics)[DEFAULT_MODULE_ID]
-    old = policy.compute_targets(as_sample_batch(data), weights_by_version=table, reward_scale=scale)
-    real = new[Columns.LOSS_MASK]
-    for key in (Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS, PIK_LOGP, SAMPLE_WEIGHTS):
-        torch.testing.assert_close(old[key], new[key][real], rtol=1e-5, atol=1e-6, msg=key)
-    assert (old[PIK_LOGP] - old[SampleBatch.ACTION_LOGP]).abs().min() > 1e-3  # real V-trace traces
+    new = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
+    policy.begin_update(inputs)
+    old = policy.compute_targets(layout, inputs)
+    for key in (C.ADVANTAGES, C.VALUE_TARGETS, C.CENTER, C.SAMPLE_WEIGHTS, C.PIK_DIST_INPUTS):
+        torch.testing.assert_close(old[key], new[key], rtol=1e-5, atol=1e-6, msg=key)
+    assert (old[C.CENTER] - 1).abs().min() > 1e-3  # real V-trace traces
 
-    new_loss = learner.compute_loss_for_module(module_id=DEFAULT_MODULE_ID, config=learner.config,
-                                               batch=new, fwd_out=module.forward_train(new))
+    new_loss = sum(learner.minibatch_losses(DEFAULT_MODULE_ID, new, inputs.clip_eps))
     old_loss = sum(policy.loss(policy.model, policy.dist_class, old))
     torch.testing.assert_close(old_loss, new_loss, rtol=1e-5, atol=1e-7)
     new_loss.backward()
@@ -165,20 +129,20 @@ def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     algo, _ = pendulum_run
     policy = algo.get_policy()
     # The workers ship no advantages: every update computes them on the store.
-    assert Postprocessing.ADVANTAGES not in algo.store.batches[-1].episodes[0]
+    assert C.ADVANTAGES not in algo.store.batches[-1].layout
     # A fresh batch from the remote worker comes from the driver's policy (weights, observation
     # statistics, raw unclipped actions): pi_k / mu = 1. Except its first step: RolloutWorkers
     # pick the action after a fragment's last step before returning it, with the old weights.
     fresh = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64)
     fresh = fresh.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
-    fresh[VERSION] = np.zeros(len(fresh), dtype=np.int64)
-    batch = policy.compute_targets(fresh, weights_by_version={0: 1.0}, reward_scale=1.0)
-    torch.testing.assert_close(batch[PIK_LOGP][1:], batch[SampleBatch.ACTION_LOGP][1:], atol=1e-5, rtol=0)
-    old = policy.compute_targets(algo._update_batch_old_api_stack(), reward_scale=1.0,
-                                 weights_by_version=algo.store.weights_by_version(algo.policy_weights))
-    assert (old[PIK_LOGP] - old[SampleBatch.ACTION_LOGP]).abs().max() > 1e-3
+    fresh_layout = lay_out(batch_segments(fresh, version=0))
+    inputs = algo.update_inputs()
+    batch = policy.compute_targets(fresh_layout, UpdateInputs(**{**vars(inputs), "weights_by_version": {0: 1.0}}))
+    torch.testing.assert_close(batch[C.CENTER][1:], torch.ones_like(batch[C.CENTER][1:]), atol=1e-5, rtol=0)
+    old = policy.compute_targets(algo.store.update_layout(), inputs)
+    assert (old[C.CENTER] - 1).abs().max() > 1e-3
     nu = torch.tensor([0.1, 0.2, 0.3, 0.4]).repeat_interleave(256) * 4  # oldest first
-    torch.testing.assert_close(old[SAMPLE_WEIGHTS], nu)
+    torch.testing.assert_close(old[C.SAMPLE_WEIGHTS], nu)
 
 
 def test_checkpoint_round_trip(pendulum_run, tmp_path):
@@ -193,6 +157,7 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
         before, after = algo.get_policy().get_weights(), restored.get_policy().get_weights()
         for key in before:  # includes the model's observation statistics
             np.testing.assert_allclose(after[key], before[key])
+        assert restored.policy_version == algo.policy_version == 4
         restored.train()
         assert [b.version for b in restored.store.batches] == [1, 2, 3, 4]
     finally:

@@ -21,9 +21,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from rllib_geppo import report
-from rllib_geppo.report_plots import ReturnsPanel, returns_figure
-from rllib_geppo.report_stats import (
+from rllib_geppo.tools import report
+from rllib_geppo.tools.report_plots import ReturnsPanel, returns_figure
+from rllib_geppo.tools.report_stats import (
     band,
     common_budget,
     first_crossing,

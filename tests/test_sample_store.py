@@ -1,80 +1,144 @@
-"""The FIFO sample store: capacity, ages, per-version weights, copies, state."""
+"""Segments, layouts and the FIFO sample store: capacity, ages, per-version weights, lag, state."""
 
+import numpy as np
 import pytest
 
-from rllib_geppo.sample_store import SampleStore
+from rllib_geppo.core import segments
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.sample_store import SampleStore
+from rllib_geppo.core.segments import Segment, describe_nonfinite, lay_out
 
 
-def batch(num_episodes: int, length: int) -> list:
-    return [list(range(length)) for _ in range(num_episodes)]  # anything with len()
+def segment(steps: int, version: int, *, terminated: bool = False, seed: int = 0) -> Segment:
+    rng = np.random.default_rng(seed)
+    return Segment(obs=rng.normal(size=(steps + 1, 3)), actions=rng.normal(size=(steps, 2)),
+                   rewards=rng.normal(size=steps), behaviour_logp=rng.normal(size=steps),
+                   versions=np.full(steps, version), terminated=terminated, episode_id="e", first_step=10)
+
+
+def batch(version: int, steps: int = 10, chunks: int = 1) -> dict:
+    return lay_out([segment(steps, version, seed=i) for i in range(chunks)])
+
+
+def test_layout_closes_each_segment_with_a_phantom_row():
+    first, second = segment(3, 7, terminated=True, seed=1), segment(2, 8, seed=2)
+    layout = lay_out([first, second])
+    np.testing.assert_array_equal(layout[C.LOSS_MASK], [1, 1, 1, 0, 1, 1, 0])
+    np.testing.assert_allclose(layout[C.OBS][:4], first.obs, rtol=1e-6)  # s_T in the phantom row
+    np.testing.assert_allclose(layout[C.OBS][4:], second.obs, rtol=1e-6)
+    np.testing.assert_array_equal(layout[C.TERMINATEDS], [0, 0, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(layout[C.VERSION], [7, 7, 7, 7, 8, 8, 8])
+    np.testing.assert_allclose(layout[C.REWARDS][[3, 6]], 0.0)
+    assert segments.num_steps(layout) == 5
+
+
+@pytest.mark.parametrize("num_shards", [1, 2, 3])
+def test_split_keeps_segments_whole_and_every_step_once(num_shards):
+    layout = lay_out([segment(n, 0, seed=n) for n in (5, 9, 4, 6, 8)])
+    shards = segments.split(layout, num_shards)
+    assert len(shards) == num_shards
+    for shard in shards:
+        assert not shard[C.LOSS_MASK][-1]  # ends with a phantom row
+    for name in layout:
+        np.testing.assert_array_equal(np.concatenate([s[name] for s in shards]), layout[name])
+    if num_shards == 2:  # 32 steps: the cut closest to 16 after whole segments is 18 / 14
+        assert [segments.num_steps(s) for s in shards] == [18, 14]
+
+
+def test_nonfinite_rewards_and_observations_are_located():
+    assert describe_nonfinite(segment(4, 0)) is None
+    bad = segment(4, 0)
+    bad.rewards[2] = np.nan
+    assert describe_nonfinite(bad) == "reward = nan at env step 13"  # first_step 10, row 2
+    bad.obs[1, 2] = np.inf
+    assert describe_nonfinite(bad) == "observation index 2 = inf at env step 11"
 
 
 def test_fifo_keeps_the_last_m_batches():
     store = SampleStore(capacity=3)
     for version in range(5):
-        store.add(batch(2, 5), version)
+        store.add(batch(version, chunks=2))
     assert [b.version for b in store.batches] == [2, 3, 4]
-    assert store.ages() == [0, 1, 2]
-    assert store.num_steps == 30
+    assert store.ages(current_version=4) == [0, 1, 2]
+    assert store.num_steps == 60
 
 
-def test_ages_follow_versions_not_positions():
+def test_ages_count_from_the_current_policy():
     store = SampleStore(capacity=4)
-    store.add(batch(1, 4), version=3)
-    store.add(batch(1, 4), version=5)  # e.g. an iteration whose batch was lost
-    assert store.ages() == [0, 2]
+    store.add(batch(3))
+    store.add(batch(5))  # e.g. an iteration whose batch was lost
+    assert store.ages(current_version=5) == [0, 2]
+    assert store.ages(current_version=6) == [1, 3]  # overlapped sampling: the newest is 1 old
 
 
 def test_weights_by_age_while_filling_and_full():
     nu = [0.4, 0.3, 0.2, 0.1]
     store = SampleStore(capacity=4)
-    store.add(batch(1, 10), version=0)
-    assert store.weights_by_version(nu) == pytest.approx({0: 1.0})
-    store.add(batch(1, 10), version=1)
+    store.add(batch(0))
+    assert store.weights_by_version(nu, 0) == pytest.approx({0: 1.0})
+    store.add(batch(1))
     # nu cut to ages {0, 1} -> [0.4, 0.3] / 0.7, times M_active = 2 -> mean weight 1.
-    assert store.weights_by_version(nu) == pytest.approx({1: 0.8 / 0.7, 0: 0.6 / 0.7})
+    assert store.weights_by_version(nu, 1) == pytest.approx({1: 0.8 / 0.7, 0: 0.6 / 0.7})
     for version in range(2, 6):
-        store.add(batch(1, 10), version)
-    weights = store.weights_by_version(nu)
+        store.add(batch(version))
+    assert store.weights_by_version(nu, 5) == pytest.approx({5: 1.6, 4: 1.2, 3: 0.8, 2: 0.4})
+
+
+def test_lagged_weights_skip_age_zero():
+    # Overlapped sampling: pi_6 updates on versions 2..5, weighted by [0, .4, .3, .2, .1].
+    store = SampleStore(capacity=4)
+    for version in range(2, 6):
+        store.add(batch(version))
+    weights = store.weights_by_version([0.0, 0.4, 0.3, 0.2, 0.1], current_version=6)
     assert weights == pytest.approx({5: 1.6, 4: 1.2, 3: 0.8, 2: 0.4})
 
 
 def test_mean_weight_is_one_with_unequal_batches():
     store = SampleStore(capacity=2)
-    store.add(batch(1, 30), version=0)
-    store.add(batch(1, 10), version=1)
-    weights = store.weights_by_version([0.6, 0.4])
+    store.add(batch(0, steps=30))
+    store.add(batch(1, steps=10))
+    weights = store.weights_by_version([0.6, 0.4], 1)
     assert (weights[0] * 30 + weights[1] * 10) / 40 == pytest.approx(1.0)
     assert weights[1] / weights[0] == pytest.approx(1.5)
 
 
-def test_episodes_for_update_are_copies():
-    store = SampleStore(capacity=2)
-    store.add(batch(1, 3), version=0)
-    copies = store.episodes_for_update()
-    copies[0].append("phantom")
-    assert len(store.batches[0].episodes[0]) == 3
+def test_rows_are_weighted_by_their_own_version():
+    # A batch whose first chunk still came from the previous policy (as on RLlib's old stack).
+    store = SampleStore(capacity=3)
+    store.add(lay_out([segment(5, 3, seed=0), segment(5, 4, seed=1)]))
+    assert store.batches[0].version == 4
+    assert store.batches[0].steps_by_version == {3: 5, 4: 5}
+    assert store.weights_by_version([0.6, 0.4], 4) == pytest.approx({4: 1.2, 3: 0.8})
 
 
 def test_versions_must_increase():
     store = SampleStore(capacity=2)
-    store.add(batch(1, 3), version=4)
+    store.add(batch(4))
     with pytest.raises(ValueError, match="versions must increase"):
-        store.add(batch(1, 3), version=4)
+        store.add(batch(4))
+
+
+def test_update_layout_concatenates_oldest_first():
+    store = SampleStore(capacity=2)
+    store.add(batch(0, steps=3))
+    store.add(batch(1, steps=2))
+    layout = store.update_layout()
+    np.testing.assert_array_equal(layout[C.VERSION], [0, 0, 0, 0, 1, 1, 1])
 
 
 def test_state_round_trip():
     store = SampleStore(capacity=3)
     for version in range(4):
-        store.add(batch(1, version + 1), version)
+        store.add(batch(version, steps=version + 1))
     restored = SampleStore(capacity=3)
     restored.set_state(store.get_state())
     assert [b.version for b in restored.batches] == [1, 2, 3]
     assert restored.num_steps == store.num_steps
+    np.testing.assert_array_equal(restored.update_layout()[C.OBS], store.update_layout()[C.OBS])
 
 
 def test_active_weights_skip_missing_ages_and_sum_to_one():
     store = SampleStore(capacity=4)
-    store.add(batch(1, 10), version=3)
-    store.add(batch(1, 10), version=5)  # age 1 missing
-    assert store.active_weights([0.4, 0.3, 0.2, 0.1]) == pytest.approx({5: 0.4 / 0.6, 3: 0.2 / 0.6})
+    store.add(batch(3))
+    store.add(batch(5))  # age 1 missing
+    assert store.active_weights([0.4, 0.3, 0.2, 0.1], 5) == pytest.approx({5: 0.4 / 0.6, 3: 0.2 / 0.6})

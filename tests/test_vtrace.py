@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_geppo.vtrace import vtrace_gae, vtrace_gae_padded, vtrace_gae_segments
+from rllib_geppo.core.vtrace import vtrace_gae, vtrace_gae_padded, vtrace_gae_segments
 
 
 def plain_gae(rewards, values, next_values, terminateds, gamma, lambda_):

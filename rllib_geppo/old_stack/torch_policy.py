@@ -1,9 +1,9 @@
 """`GePPOTorchPolicy`: GePPO on RLlib's old API stack (RolloutWorkers, ``Policy``, ``ModelV2``).
 
 The policy evaluates pi_k and the critic on the whole store (:meth:`GePPOTorchPolicy.compute_targets`),
-computes one minibatch's loss and measures the policy change of an update; the update loop is
-the Algorithm's (``rllib_geppo.old_stack``). The arithmetic is shared with the new stack: targets
-in ``rllib_geppo.targets``, losses and diagnostics in ``rllib_geppo.objective``.
+computes one minibatch's loss and measures the policy change of an update; the update loop is in
+:mod:`rllib_geppo.old_stack.training_step`. The arithmetic is shared with the new stack: targets
+in :mod:`rllib_geppo.core.targets`, losses and diagnostics in :mod:`rllib_geppo.core.objective`.
 
 The default model, :class:`GePPOTorchModelV2`, wraps the new stack's RLModule, so both stacks run
 the same networks, initialisation and in-model observation normalisation. Any custom ``ModelV2``
@@ -18,7 +18,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.models.catalog import MODEL_DEFAULTS, ModelCatalog
 from ray.rllib.models.modelv2 import ModelV2
 from ray.rllib.models.torch.torch_action_dist import TorchDistributionWrapper
@@ -27,22 +26,22 @@ from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.policy.torch_policy_v2 import TorchPolicyV2
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
-from ray.rllib.utils.torch_utils import clip_gradients, convert_to_torch_tensor
+from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 from torch import nn
 
-from rllib_geppo import objective
-from rllib_geppo.config import GePPOConfig
-from rllib_geppo.learner_connector import PIK_DIST_INPUTS, PIK_LOGP, SAMPLE_WEIGHTS
+from rllib_geppo.core import objective
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.gradients import clip_gradients_
+from rllib_geppo.core.targets import update_targets
+from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.rl_module import GePPOTorchRLModule
-from rllib_geppo.targets import geppo_targets
 
-#: Extra sample-batch columns. SEGMENT_END is written at collection time (one trajectory chunk
-#: per ``postprocess_trajectory`` call); VERSION by the Algorithm when it builds the update batch.
+#: Marks the last step of each trajectory chunk, written at collection time (one chunk per
+#: ``postprocess_trajectory`` call).
 SEGMENT_END = "geppo_segment_end"
-VERSION = "geppo_version"
 
 #: Columns :meth:`GePPOTorchPolicy.compute_targets` writes and the loss reads.
-TARGET_COLUMNS = (Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS, PIK_LOGP, SAMPLE_WEIGHTS)
+TARGET_COLUMNS = (C.ADVANTAGES, C.VALUE_TARGETS, C.CENTER, C.SAMPLE_WEIGHTS)
 
 
 class GePPOTorchModelV2(TorchModelV2, nn.Module):
@@ -85,9 +84,10 @@ class GePPOTorchPolicy(TorchPolicyV2):
     """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict):
-        algo_config = GePPOConfig().update_from_dict(config)
-        config = algo_config.to_dict()
-        self.clip_eps = algo_config.clip_eps  # solved once: the weight programs are not free
+        # Each update sets its own eps (begin_update); the loss traced on RLlib's dummy batch
+        # before any update uses eps_PPO.
+        self.clip_eps = config["clip_param"]
+        self.num_skipped_steps = 0
         TorchPolicyV2.__init__(self, observation_space, action_space, config,
                                max_seq_len=config["model"]["max_seq_len"])
         if self.is_recurrent():
@@ -150,13 +150,13 @@ class GePPOTorchPolicy(TorchPolicyV2):
              train_batch: SampleBatch) -> list[torch.Tensor]:
         dist_inputs, _ = model(train_batch)
         policy_loss, vf_loss = objective.geppo_losses(
-            logp=dist_class(dist_inputs, model).logp(train_batch[SampleBatch.ACTIONS]),
-            behaviour_logp=train_batch[SampleBatch.ACTION_LOGP],
-            pik_logp=train_batch[PIK_LOGP],
-            advantages=train_batch[Postprocessing.ADVANTAGES],
+            logp=dist_class(dist_inputs, model).logp(train_batch[C.ACTIONS]),
+            behaviour_logp=train_batch[C.BEHAVIOUR_LOGP],
+            center=train_batch[C.CENTER],
+            advantages=train_batch[C.ADVANTAGES],
             values=model.value_function(),
-            value_targets=train_batch[Postprocessing.VALUE_TARGETS],
-            weights=train_batch[SAMPLE_WEIGHTS],
+            value_targets=train_batch[C.VALUE_TARGETS],
+            weights=train_batch[C.SAMPLE_WEIGHTS],
             clip_eps=self.clip_eps,
         )
         model.tower_stats["policy_loss"] = policy_loss
@@ -171,26 +171,34 @@ class GePPOTorchPolicy(TorchPolicyV2):
     @override(TorchPolicyV2)
     def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict[str, Any]:
         # Clip the policy's gradient norm only (the same function as the new stack's learner).
-        if optimizer is not self._optimizers[0] or not self.config["grad_clip"]:
+        if optimizer is not self._optimizers[0]:
             return {}
-        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        grads = {i: p.grad for i, p in enumerate(params)}
-        norm = clip_gradients(grads, grad_clip=self.config["grad_clip"],
-                              grad_clip_by=self.config["grad_clip_by"])
-        for i, p in enumerate(params):
-            p.grad = grads[i]  # "value" clipping replaces the tensors
-        return {} if norm is None else {"policy_grad_norm": convert_to_numpy(norm)}
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        norm = clip_gradients_(params, self.config["grad_clip"], self.config["grad_clip_by"])
+        return {"policy_grad_norm": convert_to_numpy(norm)}
 
-    # -- GePPO's per-update steps (called by the Algorithm) -----------------------------------
+    @override(TorchPolicyV2)
+    def apply_gradients(self, gradients) -> None:
+        # Skip a step whose gradients are not finite: weights and optimizer state stay as they are.
+        grads = [p.grad for opt in self._optimizers for group in opt.param_groups
+                 for p in group["params"] if p.grad is not None]
+        if not torch.isfinite(torch.nn.utils.get_total_norm(grads)):
+            self.num_skipped_steps += 1
+            return
+        super().apply_gradients(gradients)
+
+    # -- GePPO's per-update steps (called by the training step) -------------------------------
 
     @property
     def policy_lr(self) -> float:
         return self._optimizers[0].param_groups[0]["lr"]
 
-    def set_policy_lr(self, lr: float) -> None:
-        """Set the policy optimizer's learning rate (adapted by the Algorithm each iteration)."""
+    def begin_update(self, inputs: UpdateInputs) -> None:
+        """Take this update's policy lr and clip range (decided by the Algorithm)."""
         for group in self._optimizers[0].param_groups:
-            group["lr"] = lr
+            group["lr"] = inputs.policy_lr
+        self.clip_eps = inputs.clip_eps
+        self.num_skipped_steps = 0
 
     def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
         """Install observation statistics in models that normalise inside (the default one)."""
@@ -198,62 +206,42 @@ class GePPOTorchPolicy(TorchPolicyV2):
             self.model.set_obs_stats(mean, std)
 
     @torch.no_grad()
-    def compute_targets(self, batch: SampleBatch, *, weights_by_version: Mapping[int, float],
-                        reward_scale: float) -> SampleBatch:
-        """The update batch: every stored sample with pi_k's log-probs and distribution inputs,
-        V-trace advantages and value targets under pi_k, and its policy weight.
-
-        ``batch`` holds the stored chunks end to end, with ``SEGMENT_END`` and ``VERSION``
-        columns. The result's columns are torch tensors on this policy's device.
+    def compute_targets(self, layout: Mapping[str, np.ndarray], inputs: UpdateInputs) -> SampleBatch:
+        """The update batch: every stored sample (a layout, :mod:`rllib_geppo.core.segments`)
+        with the clip centre pi_k/mu, V-trace advantages and value targets under pi_k, its
+        policy weight and pi_k's distribution inputs. Columns are tensors on the policy's device.
         """
-        data = {key: convert_to_torch_tensor(batch[key], device=self.device) for key in (
-            SampleBatch.OBS, SampleBatch.NEXT_OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS,
-            SampleBatch.TERMINATEDS, SampleBatch.ACTION_LOGP, SEGMENT_END, VERSION)}
-        dist_inputs, values = self._evaluate(data[SampleBatch.OBS])
-        pik_logp = self.dist_class(dist_inputs, self.model).logp(data[SampleBatch.ACTIONS])
-        ends = data[SEGMENT_END].bool()
-        if not ends[-1]:
-            raise ValueError("the update batch must end with a whole trajectory chunk.")
-        # Within a chunk the next row holds s_{t+1}; at its end, s_{t+1} is the stored next obs.
-        next_values = torch.roll(values, -1)
-        next_values[ends] = self._evaluate(data[SampleBatch.NEXT_OBS][ends])[1]
-        end_rows = torch.nonzero(ends).squeeze(-1)
-        advantages, value_targets, weights = geppo_targets(
-            rewards=data[SampleBatch.REWARDS].float(),
-            values=values,
-            next_values=next_values,
-            terminateds=data[SampleBatch.TERMINATEDS],
-            behaviour_logp=data[SampleBatch.ACTION_LOGP],
-            pik_logp=pik_logp,
-            versions=data[VERSION],
-            lengths=torch.diff(end_rows, prepend=end_rows.new_tensor([-1])),
-            weights_by_version=weights_by_version,
-            reward_scale=reward_scale,
-            gamma=self.config["gamma"], lambda_=self.config["lambda"],
-            vtrace_clip=self.config["vtrace_clip"],
-        )
+        batch = {name: convert_to_torch_tensor(layout[name], device=self.device) for name in C.STORED}
+        dist_inputs, values = self._evaluate(batch[C.OBS])
+        pik_logp = self.dist_class(dist_inputs, self.model).logp(batch[C.ACTIONS])
+        targets = update_targets(
+            batch, values=values, pik_logp=pik_logp,
+            weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
+            gamma=self.config["gamma"], lambda_=self.config["lambda"], vtrace_clip=self.config["vtrace_clip"])
+        real = batch[C.LOSS_MASK]
+        behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
         return SampleBatch({
-            SampleBatch.OBS: data[SampleBatch.OBS],
-            SampleBatch.ACTIONS: data[SampleBatch.ACTIONS],
-            SampleBatch.ACTION_LOGP: data[SampleBatch.ACTION_LOGP],
-            PIK_LOGP: pik_logp,
-            PIK_DIST_INPUTS: dist_inputs,
-            Postprocessing.ADVANTAGES: advantages,
-            Postprocessing.VALUE_TARGETS: value_targets,
-            SAMPLE_WEIGHTS: weights,
+            C.OBS: batch[C.OBS][real],
+            C.ACTIONS: batch[C.ACTIONS][real],
+            C.BEHAVIOUR_LOGP: behaviour_logp,
+            C.CENTER: objective.ratio(targets[C.PIK_LOGP], behaviour_logp),
+            C.PIK_DIST_INPUTS: dist_inputs[real],
+            C.ADVANTAGES: targets[C.ADVANTAGES],
+            C.VALUE_TARGETS: targets[C.VALUE_TARGETS],
+            C.SAMPLE_WEIGHTS: targets[C.SAMPLE_WEIGHTS],
         })
 
     @torch.no_grad()
     def policy_change_stats(self, batch: SampleBatch) -> dict[str, float]:
         """TV, clip fraction, KL(pi_k || pi_theta), entropy and the policy lr of the update just
         made, over the update batch from :meth:`compute_targets`."""
-        new_dist = self.dist_class(self._evaluate(batch[SampleBatch.OBS])[0], self.model)
-        old_dist = self.dist_class(batch[PIK_DIST_INPUTS], self.model)
+        new_dist = self.dist_class(self._evaluate(batch[C.OBS])[0], self.model)
+        old_dist = self.dist_class(batch[C.PIK_DIST_INPUTS], self.model)
         stats = objective.policy_change_stats(
-            logp=new_dist.logp(batch[SampleBatch.ACTIONS]),
-            behaviour_logp=batch[SampleBatch.ACTION_LOGP],
-            pik_logp=batch[PIK_LOGP],
-            weights=batch[SAMPLE_WEIGHTS],
+            logp=new_dist.logp(batch[C.ACTIONS]),
+            behaviour_logp=batch[C.BEHAVIOUR_LOGP],
+            center=batch[C.CENTER],
+            weights=batch[C.SAMPLE_WEIGHTS],
             kl=old_dist.kl(new_dist),
             entropy=new_dist.entropy(),
             clip_eps=self.clip_eps,

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 
-from rllib_geppo.experiment_file import (
+from rllib_geppo.tools.experiment_file import (
     RETURN_KEY,
     STEPS_KEY,
     ExperimentSpec,
@@ -263,9 +263,9 @@ def train_file(args: argparse.Namespace) -> int:
 def report_command(argv: Sequence[str]) -> int:
     """`report`: imported lazily, so that `train` never pays for plotting libraries."""
     try:
-        from rllib_geppo import report
+        from rllib_geppo.tools import report
     except ModuleNotFoundError as e:
-        if e.name == "rllib_geppo.report":
+        if e.name == "rllib_geppo.tools.report":
             raise UserError("the report command is not available in this installation.")
         raise UserError(f"the report command needs '{e.name}': pip install 'rllib-geppo[report]'.")
     parser = argparse.ArgumentParser(prog=f"{_prog()} report")

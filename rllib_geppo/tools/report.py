@@ -7,8 +7,8 @@ trials by environment and variant, aligns their curves on env steps and writes i
 Variants: a GePPO trial with ``sample_reuse`` is "GePPO"; without it, "PPO" (fixed lr) or
 "PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO"; any other trainable keeps its name.
 
-The arithmetic lives in :mod:`rllib_geppo.report_stats`, the drawing in
-:mod:`rllib_geppo.report_plots`; this module reads files, decides which trials count and writes.
+The arithmetic lives in :mod:`rllib_geppo.tools.report_stats`, the drawing in
+:mod:`rllib_geppo.tools.report_plots`; this module reads files, decides which trials count and writes.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from rllib_geppo import report_stats as stats
-from rllib_geppo.report_plots import ReturnsPanel, TVPanel, returns_figure, tv_figure
-from rllib_geppo.report_stats import Array, Row, Run
+from rllib_geppo.tools import report_stats as stats
+from rllib_geppo.tools.report_plots import ReturnsPanel, TVPanel, returns_figure, tv_figure
+from rllib_geppo.tools.report_stats import Array, Row, Run
 
 logger = logging.getLogger(__name__)
 
@@ -482,7 +482,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rllib_geppo.report``."""
+    """``python -m rllib_geppo.tools.report``."""
     parser = argparse.ArgumentParser(prog="rllib-geppo report",
                                      description=__doc__.split("\n\n")[0])
     add_report_arguments(parser)

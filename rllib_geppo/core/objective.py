@@ -9,7 +9,8 @@ Notation, per sample (s, a) collected by the behaviour policy mu = pi_{k-i}:
 Loss (to minimise): mean(w * max(-rho * A, -clip(rho, center - eps, center + eps) * A)).
 With mu = pi_k and w = 1 this is PPO's clipped surrogate.
 
-Pure torch; no Ray. Both API stacks call these functions.
+Pure torch; no Ray. Both API stacks call these functions. ``center`` is computed once per update
+(pi_k is fixed during it); ``rho`` once per minibatch.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ Tensor = torch.Tensor
 
 #: Added to the standard deviation when standardising advantages (authors' code).
 ADV_STD_EPS = 1e-8
+
+
+def ratio(logp: Tensor, behaviour_logp: Tensor) -> Tensor:
+    """``pi(a|s) / mu(a|s)`` from log-probs: rho (with pi_theta) and center (with pi_k)."""
+    return torch.exp(logp - behaviour_logp)
 
 
 def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) -> Tensor:
@@ -37,26 +43,17 @@ def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) 
     return (advantages - mean) / std
 
 
-def clipped_surrogate_loss(
-    logp: Tensor,
-    behaviour_logp: Tensor,
-    pik_logp: Tensor,
-    advantages: Tensor,
-    weights: Tensor,
-    clip_eps: float,
-) -> Tensor:
+def clipped_surrogate_loss(rho: Tensor, center: Tensor, advantages: Tensor, weights: Tensor,
+                           clip_eps: float) -> Tensor:
     """The generalized clipped objective, negated for minimisation (paper eq. 9).
 
     Args:
-        logp: log pi_theta(a|s), with gradient.
-        behaviour_logp: log mu(a|s) of the policy that collected the sample.
-        pik_logp: log pi_k(a|s), the policy at the start of this update (no gradient).
+        rho: pi_theta(a|s) / mu(a|s), with gradient.
+        center: pi_k(a|s) / mu(a|s), where rho starts this update (no gradient).
         advantages: A^{pi_k}(s, a), standardised.
         weights: per-sample policy weights w (mean 1 over the store).
         clip_eps: eps_GePPO; the clip range is ``center +- clip_eps``.
     """
-    rho = torch.exp(logp - behaviour_logp)
-    center = torch.exp(pik_logp - behaviour_logp).detach()
     clipped = torch.clamp(rho, center - clip_eps, center + clip_eps)
     return torch.mean(weights * torch.maximum(-rho * advantages, -clipped * advantages))
 
@@ -70,7 +67,7 @@ def geppo_losses(
     *,
     logp: Tensor,
     behaviour_logp: Tensor,
-    pik_logp: Tensor,
+    center: Tensor,
     advantages: Tensor,
     values: Tensor,
     value_targets: Tensor,
@@ -78,9 +75,13 @@ def geppo_losses(
     clip_eps: float,
 ) -> tuple[Tensor, Tensor]:
     """One minibatch's ``(policy_loss, value_loss)``: advantages standardised over the minibatch,
-    then :func:`clipped_surrogate_loss` and :func:`value_loss`. Arguments as there."""
-    advantages = standardize_advantages(advantages, torch.exp(pik_logp - behaviour_logp), weights)
-    return (clipped_surrogate_loss(logp, behaviour_logp, pik_logp, advantages, weights, clip_eps),
+    then :func:`clipped_surrogate_loss` with rho = pi_theta / mu, and :func:`value_loss`.
+
+    ``logp`` is log pi_theta(a|s) with gradient; ``center`` is pi_k / mu (:func:`ratio`); the
+    other arguments are as in :func:`clipped_surrogate_loss` and :func:`value_loss`.
+    """
+    advantages = standardize_advantages(advantages, center, weights)
+    return (clipped_surrogate_loss(ratio(logp, behaviour_logp), center, advantages, weights, clip_eps),
             value_loss(values, value_targets, weights))
 
 
@@ -88,7 +89,7 @@ def policy_change_stats(
     *,
     logp: Tensor,
     behaviour_logp: Tensor,
-    pik_logp: Tensor,
+    center: Tensor,
     weights: Tensor,
     kl: Tensor,
     entropy: Tensor,
@@ -98,27 +99,32 @@ def policy_change_stats(
     ``clip_fraction``, ``mean_kl`` (KL(pi_k || pi_theta)) and ``entropy`` (all but the clip
     fraction weighted by w).
 
-    ``kl`` and ``entropy`` are per sample, from the caller's distribution classes.
+    ``logp`` is log pi_theta(a|s) after the update; ``kl`` and ``entropy`` are per sample,
+    from the caller's distribution classes.
     """
+    rho = ratio(logp, behaviour_logp)
     return {
-        "tv": tv_estimate(logp, behaviour_logp, pik_logp, weights),
-        "clip_fraction": clip_fraction(logp, behaviour_logp, pik_logp, clip_eps),
+        "tv": tv_estimate(rho, center, weights),
+        "clip_fraction": clip_fraction(rho, center, clip_eps),
         "mean_kl": torch.mean(weights * kl),
         "entropy": torch.mean(weights * entropy),
     }
 
 
-def tv_estimate(logp: Tensor, behaviour_logp: Tensor, pik_logp: Tensor, weights: Tensor) -> Tensor:
+def tv_estimate(rho: Tensor, center: Tensor, weights: Tensor) -> Tensor:
     """Sample estimate of E_nu E_{d^{pi_{k-i}}}[TV(pi_theta, pi_k)(s)] (Lemma 2):
     ``0.5 * mean(w * |pi_theta/mu - pi_k/mu|)``."""
-    return 0.5 * torch.mean(weights * torch.abs(torch.exp(logp - behaviour_logp)
-                                                - torch.exp(pik_logp - behaviour_logp)))
+    return 0.5 * torch.mean(weights * torch.abs(rho - center))
 
 
-def clip_fraction(logp: Tensor, behaviour_logp: Tensor, pik_logp: Tensor, clip_eps: float) -> Tensor:
-    """Fraction of samples whose ratio left the clip range ``|pi_theta/mu - pi_k/mu| > eps``."""
-    gap = torch.exp(logp - behaviour_logp) - torch.exp(pik_logp - behaviour_logp)
-    return (gap.abs() > clip_eps).float().mean()
+def clip_fraction(rho: Tensor, center: Tensor, clip_eps: float) -> Tensor:
+    """Fraction of samples whose ratio left the clip range: ``|pi_theta/mu - pi_k/mu| > eps``."""
+    return ((rho - center).abs() > clip_eps).float().mean()
+
+
+def tv_target(clip_eps: float) -> float:
+    """The TV change per update that the clip range aims at and the lr rule holds: eps / 2."""
+    return 0.5 * clip_eps
 
 
 def adapt_lr(lr: float, tv: float, clip_eps: float, *, factor: float = 0.03,
@@ -129,7 +135,7 @@ def adapt_lr(lr: float, tv: float, clip_eps: float, *, factor: float = 0.03,
     ``tv < min_ratio * eps/2``, else ``lr`` unchanged. ``factor`` is alpha (default 0.03),
     ``min_ratio`` is beta (default 0.5; 0 means the lr only falls).
     """
-    target = 0.5 * clip_eps
+    target = tv_target(clip_eps)
     if tv > target:
         return lr / (1.0 + factor)
     if tv < min_ratio * target:

@@ -1,0 +1,16 @@
+"""GePPO's math and data structures: pure numpy/scipy/torch, no Ray (a test checks this).
+
+Both API stacks call these functions; the RLlib classes around them are thin adapters.
+
+| module | what |
+| --- | --- |
+| ``objective`` | the generalized clipped loss, value loss, diagnostics, the lr rule |
+| ``vtrace`` | V-trace-corrected GAE |
+| ``targets`` | an update's advantages, value targets and sample weights from a laid-out batch |
+| ``policy_weights`` | nu from the paper's convex programs, clip multiple, ESS, lag |
+| ``sample_store`` | FIFO store of the last M batches, each tagged with its policy version |
+| ``segments`` | trajectory segments laid out end to end: building, checking, sharding |
+| ``normalization`` | running statistics for observations and rewards |
+| ``columns`` | the names of batch columns |
+| ``update_inputs`` | what the Algorithm decides once per update for every learner |
+"""

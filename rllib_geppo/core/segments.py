@@ -1,0 +1,142 @@
+"""Trajectory segments laid end to end: the form in which GePPO stores and trains on samples.
+
+A *segment* is one chunk of one episode: T steps, the T + 1 observations around them, and how it
+ended. Sampling cuts episodes at batch edges, so a segment ends in a termination (the episode is
+over: no bootstrap), a time-limit truncation or a batch cut (both bootstrap from V(s_T)).
+
+A *layout* is a dict of equal-length numpy columns (:class:`GePPOColumns` names) holding
+segments end to end, each closed by one phantom row that carries s_T and is masked out of the
+loss by ``LOSS_MASK``. Evaluating the critic on every row of a layout therefore gives, for each
+real row t, V(s_{t+1}) in row t + 1. RLlib's learner pipeline lays out episodes the same way
+(``AddOneTsToEpisodesAndTruncate``). Both API stacks build layouts from their own sample
+formats; from there on the code is shared.
+
+Pure numpy; no Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from rllib_geppo.core.columns import GePPOColumns as C
+
+
+@dataclass
+class Segment:
+    """One chunk of one episode, as collected.
+
+    Attributes:
+        obs: ``[T + 1, ...]`` observations s_0 ... s_T.
+        actions: ``[T, ...]`` actions as sampled (before any clipping to the action bounds).
+        rewards: ``[T]``.
+        behaviour_logp: ``[T]`` log mu(a_t|s_t) of the collecting policy.
+        versions: ``[T]`` version of the collecting policy at each step.
+        terminated: whether the episode terminated at s_T (no bootstrap from V(s_T)).
+        episode_id: the episode's id, for messages.
+        first_step: the episode's step index of row 0, for messages.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    behaviour_logp: np.ndarray
+    versions: np.ndarray
+    terminated: bool
+    episode_id: str = ""
+    first_step: int = 0
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+
+def lay_out(segments: Sequence[Segment]) -> dict[str, np.ndarray]:
+    """Lay segments end to end, each closed by a phantom row holding s_T (see the module doc).
+
+    Phantom rows repeat the segment's last action and version and hold zero reward and log-prob;
+    nothing reads them but the critic's V(s_T).
+    """
+    if not segments:
+        raise ValueError("no segments to lay out.")
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in C.STORED}
+    for seg in segments:
+        steps = len(seg)
+        actions = np.asarray(seg.actions)
+        if actions.dtype.kind == "f":
+            actions = actions.astype(np.float32)
+        terminateds = np.zeros(steps + 1, dtype=bool)
+        terminateds[steps - 1] = seg.terminated
+        columns[C.OBS].append(np.asarray(seg.obs, dtype=np.float32))
+        columns[C.ACTIONS].append(np.concatenate([actions, actions[-1:]]))
+        columns[C.REWARDS].append(_closed(seg.rewards, 0.0, np.float32))
+        columns[C.TERMINATEDS].append(terminateds)
+        columns[C.BEHAVIOUR_LOGP].append(_closed(seg.behaviour_logp, 0.0, np.float32))
+        columns[C.VERSION].append(_closed(seg.versions, seg.versions[-1], np.int64))
+        columns[C.LOSS_MASK].append(np.arange(steps + 1) < steps)
+    return {name: np.concatenate(parts) for name, parts in columns.items()}
+
+
+def _closed(values: np.ndarray, phantom, dtype) -> np.ndarray:
+    """``values`` followed by the phantom row's entry, as ``dtype``."""
+    out = np.empty(len(values) + 1, dtype=dtype)
+    out[:-1] = values
+    out[-1] = phantom
+    return out
+
+
+def num_steps(layout: dict[str, np.ndarray]) -> int:
+    """Real env steps in a layout (phantom rows excluded)."""
+    return int(np.count_nonzero(layout[C.LOSS_MASK]))
+
+
+def concatenate(layouts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One layout holding the segments of all ``layouts``, in order."""
+    return {name: np.concatenate([layout[name] for layout in layouts]) for name in layouts[0]}
+
+
+def split(layout: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:
+    """Split a layout at segment boundaries into ``num_shards`` layouts of about equal steps.
+
+    Segments are never cut (a cut would change the V-trace targets), so shards differ by up to
+    one segment's length.
+    """
+    ends = np.flatnonzero(~layout[C.LOSS_MASK]) + 1  # row after each phantom row
+    steps_before = np.cumsum(layout[C.LOSS_MASK])[ends - 1]  # real steps up to each segment end
+    total = steps_before[-1]
+    if num_shards > len(ends):
+        raise ValueError(f"cannot split {len(ends)} segments into {num_shards} shards.")
+    # Close shard j at the first segment end that reaches j/num_shards of the steps.
+    bounds = [0]
+    for j in range(1, num_shards):
+        target = total * j / num_shards
+        idx = int(np.searchsorted(steps_before, target))
+        # Every shard keeps at least one segment.
+        idx = min(max(idx, len(bounds) - 1), len(ends) - (num_shards - j))
+        bounds.append(int(ends[idx]))
+    bounds.append(len(layout[C.LOSS_MASK]))
+    return [{name: column[a:b] for name, column in layout.items()} for a, b in zip(bounds, bounds[1:])]
+
+
+def describe_nonfinite(segment: Segment) -> str | None:
+    """Where the first non-finite reward or observation of ``segment`` is, or None.
+
+    Returns e.g. ``"reward at env step 300"`` or ``"observation index 2 at env step 17"``
+    (steps counted from the start of the episode).
+    """
+    rewards = np.asarray(segment.rewards, dtype=np.float64)
+    bad_reward = np.flatnonzero(~np.isfinite(rewards))
+    obs = np.asarray(segment.obs, dtype=np.float64).reshape(len(segment.obs), -1)
+    bad_obs = np.argwhere(~np.isfinite(obs))
+    first_obs = int(bad_obs[0, 0]) if len(bad_obs) else None
+    first_reward = int(bad_reward[0]) if len(bad_reward) else None
+    if first_reward is None and first_obs is None:
+        return None
+    # Env step k (1-based; 0 is the reset) returns observation k and reward k - 1 of the
+    # segment's rows: report whichever came first.
+    if first_obs is not None and (first_reward is None or first_obs <= first_reward + 1):
+        value = obs[first_obs, bad_obs[0, 1]]
+        return (f"observation index {int(bad_obs[0, 1])} = {value} at env step "
+                f"{segment.first_step + first_obs}")
+    return f"reward = {rewards[first_reward]} at env step {segment.first_step + first_reward + 1}"

@@ -1,0 +1,42 @@
+"""`UpdateInputs`: what the Algorithm decides once per iteration for every learner.
+
+The Algorithm owns the sample store, the running statistics and the lr rule; the learners (local
+or remote, one or many) and the old stack's policy receive these values with each update. On the
+new stack they travel in ``Learner.update(timesteps={UPDATE_INPUTS: inputs})``, RLlib's channel
+for per-iteration values. Pure Python; no Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+#: Key of the :class:`UpdateInputs` in ``Learner.update(timesteps=...)``.
+UPDATE_INPUTS = "geppo_update_inputs"
+
+
+@dataclass(frozen=True)
+class UpdateInputs:
+    """One update's inputs, the same for every learner.
+
+    Attributes:
+        policy_lr: the policy optimizer's learning rate for this update (adapted by the lr rule).
+        clip_eps: eps of the clipped objective for this update: eps_PPO / E_nu[i + 1] over the
+            ages of the stored batches (it shrinks when the youngest batch is not age 0).
+        weights_by_version: per-sample weight of each stored policy version (mean 1).
+        reward_scale: rewards are divided by it (running std of the discounted return).
+        obs_mean, obs_std: observation statistics the module installs *after* the update, so
+            that the policy that samples next is the updated one, statistics included.
+        minibatches_per_epoch: gradient steps per epoch; the same on every learner, so that
+            learners synchronising gradients (DDP) take the same number of steps.
+    """
+
+    policy_lr: float
+    clip_eps: float
+    weights_by_version: Mapping[int, float]
+    reward_scale: float
+    obs_mean: np.ndarray
+    obs_std: np.ndarray
+    minibatches_per_epoch: int

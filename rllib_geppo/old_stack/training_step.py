@@ -1,0 +1,131 @@
+"""GePPO's training step on RLlib's old API stack (RolloutWorkers and :class:`GePPOTorchPolicy`).
+
+``GePPO.training_step`` calls :func:`training_step_old_api_stack` when the config selects the old
+stack with ``.api_stack(enable_rl_module_and_learner=False,
+enable_env_runner_and_connector_v2=False)``. An iteration mirrors the new stack's, with the same
+store, statistics, lr rule and metrics:
+
+1. sample n env steps with pi_k from the RolloutWorkers;
+2. lay them out as trajectory segments, tagged with pi_k's version, and append them to the
+   store; update the running observation and return statistics;
+3. recompute pi_k log-probs, values and V-trace advantages for every stored sample on the
+   policy's device (never the workers' collection-time advantages), then ``num_epochs`` x
+   minibatches of gradient steps;
+4. adapt the policy lr from the TV estimate of the update;
+5. install the new observation statistics and sync the weights to the workers, waiting for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from ray.rllib.utils.metrics import (
+    LEARN_ON_BATCH_TIMER,
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_AGENT_STEPS_TRAINED,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_GRAD_UPDATES_LIFETIME,
+    SAMPLE_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+)
+from ray.rllib.utils.metrics.learner_info import LEARNER_STATS_KEY
+from ray.rllib.utils.typing import ResultDict
+
+from rllib_geppo.core.segments import Segment
+from rllib_geppo.core.update_inputs import UpdateInputs
+from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy
+
+if TYPE_CHECKING:
+    from rllib_geppo.algorithm import GePPO
+
+
+def training_step_old_api_stack(algo: GePPO) -> ResultDict:
+    """One GePPO iteration on the old API stack (see the module docstring)."""
+    config = algo.config
+    if config.overlap_sampling:
+        raise ValueError("overlap_sampling runs on the new API stack only; set it to False on the "
+                         "old API stack.")
+    with algo._timers[SAMPLE_TIMER]:
+        batch = synchronous_parallel_sample(worker_set=algo.env_runner_group,
+                                            max_env_steps=config.samples_per_iteration,
+                                            sample_timeout_s=config.sample_timeout_s)
+    if not batch:
+        return {}
+    batch = batch.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
+    algo._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
+    algo._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
+    dropped = algo.add_to_store(batch_segments(batch, algo.policy_version))
+    if not algo.store.batches:
+        return {}
+
+    policy: GePPOTorchPolicy = algo.get_policy()
+    inputs = algo.update_inputs()
+    with algo._timers[LEARN_ON_BATCH_TIMER]:
+        stats = _update_policy(algo, policy, inputs)
+    stats.update(algo.store_metrics(inputs), num_dropped_segments=dropped)
+    algo.adapt_policy_lr(stats["tv"], inputs.clip_eps,
+                         complete=stats["num_skipped_steps"] < stats["num_gradient_steps"])
+    algo.policy_version += 1
+
+    policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
+    with algo._timers[SYNCH_WORKER_WEIGHTS_TIMER]:
+        # timeout_seconds=None waits: RLlib's default (0) is fire-and-forget, and GePPO's
+        # ages need each new batch to come from the new policy.
+        algo.env_runner_group.sync_weights(
+            policies=[DEFAULT_POLICY_ID], timeout_seconds=None,
+            global_vars={"timestep": algo._counters[NUM_AGENT_STEPS_SAMPLED]})
+    return {DEFAULT_POLICY_ID: {LEARNER_STATS_KEY: stats,
+                                NUM_AGENT_STEPS_TRAINED: algo.store.num_steps,
+                                NUM_GRAD_UPDATES_LIFETIME: policy.num_grad_updates}}
+
+
+def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
+    """A RolloutWorker's sample batch as trajectory segments, every step tagged with ``version``.
+
+    Chunks end where ``postprocess_trajectory`` marked them; s_T is the chunk's last next-obs.
+    """
+    ends = np.flatnonzero(batch[SEGMENT_END]) + 1
+    segments = []
+    for start, end in zip(np.concatenate([[0], ends[:-1]]), ends):
+        chunk = batch.slice(int(start), int(end))
+        segments.append(Segment(
+            obs=np.concatenate([chunk[SampleBatch.OBS], chunk[SampleBatch.NEXT_OBS][-1:]]),
+            actions=chunk[SampleBatch.ACTIONS],
+            rewards=chunk[SampleBatch.REWARDS],
+            behaviour_logp=chunk[SampleBatch.ACTION_LOGP],
+            versions=np.full(len(chunk), version),
+            terminated=bool(chunk[SampleBatch.TERMINATEDS][-1]),
+            episode_id=str(chunk[SampleBatch.EPS_ID][0]),
+            first_step=int(chunk[SampleBatch.T][0]),
+        ))
+    return segments
+
+
+def _update_policy(algo: GePPO, policy: GePPOTorchPolicy, inputs: UpdateInputs) -> dict[str, Any]:
+    """Targets under pi_k for the whole store, then epochs x minibatches of gradient steps.
+
+    Each epoch visits ``minibatches_per_epoch`` equal minibatches of a fresh permutation (the
+    remainder, if any, sits the epoch out). Returns the last minibatch's losses and the update's
+    policy change.
+    """
+    policy.begin_update(inputs)
+    batch = policy.compute_targets(algo.store.update_layout(), inputs)
+    rows = len(batch)
+    steps = min(inputs.minibatches_per_epoch, rows)
+    size = rows // steps
+    for _ in range(algo.config.num_epochs):
+        order = (torch.randperm(rows, device=policy.device) if algo.config.shuffle_batch_per_epoch
+                 else torch.arange(rows, device=policy.device))
+        for start in range(0, steps * size, size):
+            minibatch = order[start:start + size]
+            fetches = policy.learn_on_batch(SampleBatch({k: v[minibatch] for k, v in batch.items()}))
+    algo._counters[NUM_ENV_STEPS_TRAINED] += rows
+    algo._counters[NUM_AGENT_STEPS_TRAINED] += rows
+    return {**fetches[LEARNER_STATS_KEY], **policy.policy_change_stats(batch),
+            "num_skipped_steps": policy.num_skipped_steps,
+            "num_gradient_steps": algo.config.num_epochs * steps}

@@ -1,0 +1,69 @@
+"""The package layout keeps its promises: the core is free of Ray, the old stack loads only when
+selected."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import rllib_geppo
+
+PACKAGE = Path(rllib_geppo.__file__).parent
+
+NO_RAY = f"""
+import importlib, importlib.abc, pathlib, sys, types
+
+class NoRay(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "ray":
+            raise ImportError(f"the core imported {{name}}")
+
+sys.meta_path.insert(0, NoRay())
+# The package itself registers GePPO with Ray Tune: stand in for it with a bare namespace.
+package = types.ModuleType("rllib_geppo")
+package.__path__ = [{str(PACKAGE)!r}]
+sys.modules["rllib_geppo"] = package
+for path in sorted(pathlib.Path({str(PACKAGE)!r}, "core").glob("*.py")):
+    name = "rllib_geppo.core" + ("" if path.stem == "__init__" else "." + path.stem)
+    importlib.import_module(name)
+    print(name)
+"""
+
+OLD_STACK_NOT_LOADED = """
+import sys
+import rllib_geppo
+from rllib_geppo import GePPOConfig
+GePPOConfig().environment("Pendulum-v1").validate()
+assert not [m for m in sys.modules if m.startswith("rllib_geppo.old_stack")], sorted(sys.modules)
+from rllib_geppo import GePPOTorchPolicy  # loaded on first use
+assert "rllib_geppo.old_stack.torch_policy" in sys.modules
+print("ok")
+"""
+
+
+def run(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+
+def test_core_imports_no_ray():
+    out = run(NO_RAY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    modules = out.stdout.split()
+    assert {"rllib_geppo.core.objective", "rllib_geppo.core.vtrace", "rllib_geppo.core.targets",
+            "rllib_geppo.core.sample_store", "rllib_geppo.core.policy_weights"} <= set(modules)
+
+
+def test_old_stack_is_imported_only_when_asked_for():
+    out = run(OLD_STACK_NOT_LOADED)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_stored_columns_read_like_an_rllib_train_batch():
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+    from rllib_geppo.core.columns import GePPOColumns as C
+
+    assert (C.OBS, C.ACTIONS, C.REWARDS, C.TERMINATEDS, C.BEHAVIOUR_LOGP, C.LOSS_MASK) == (
+        Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS, Columns.ACTION_LOGP,
+        Columns.LOSS_MASK)
+    assert C.VERSION == WEIGHTS_SEQ_NO
