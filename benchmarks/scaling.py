@@ -1,0 +1,177 @@
+"""How GePPO scales: the learner on CPU vs GPU, and env steps/s with more EnvRunners.
+
+    python benchmarks/scaling.py                                   # a machine with 16 cores + GPU
+    python benchmarks/scaling.py --runners 1 2 --seconds 8         # a 2-core laptop
+
+Prints three tables (Hopper-v5, the paper's settings otherwise):
+
+1. Learner seconds per 1,000 env steps on a full store (4 batches of n = 1024): a local learner
+   on the CPU (one thread) and, if a GPU exists, on the GPU.
+2. For each EnvRunner count N: env steps/s sampling only (the EnvRunners alone), and while
+   training, with synchronous and with overlapped sampling. Each EnvRunner samples
+   ``--steps-per-runner`` steps per iteration (n = N x that), so every runner has the same work
+   at every N; the parallel efficiency is rate(N) / (N x rate(1)).
+3. Where an iteration's time goes while training: sampling, learner update and weight sync
+   (median seconds per iteration), to see what a flat curve waits on.
+
+With a GPU the training rows use one remote GPU learner; otherwise the local CPU learner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+import ray
+import torch
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+from rllib_geppo import GePPOConfig
+
+logger = logging.getLogger("benchmarks.scaling")
+
+
+def config(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
+           overlap: bool = False) -> GePPOConfig:
+    learners = {"num_learners": 1, "num_gpus_per_learner": 1} if gpu else {"num_learners": 0}
+    return (GePPOConfig().environment(env)
+            .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs_per_runner)
+            .learners(**learners)
+            .training(train_batch_size_per_learner=runners * steps_per_runner, overlap_sampling=overlap))
+
+
+def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int) -> float:
+    """Time ``LearnerGroup.update`` on a full store (after 4 iterations that fill it)."""
+    learners = {"num_learners": 0, "num_gpus_per_learner": 1 if gpu else 0}
+    algo = GePPOConfig().environment(env).env_runners(num_env_runners=1).learners(**learners).build_algo()
+    seconds: list[float] = []
+    update = algo.learner_group.update
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return update(*args, **kwargs)  # returns host-side metrics: the GPU is done
+        finally:
+            seconds.append(time.perf_counter() - start)
+
+    algo.learner_group.update = timed
+    for _ in range(4 + iterations):
+        algo.train()
+    algo.stop()
+    per_iteration = sorted(seconds[4:])[len(seconds[4:]) // 2]  # median of the full-store updates
+    return per_iteration / algo.config.train_batch_size_per_learner * 1000
+
+
+def instrument(algo) -> dict[str, list[float]]:
+    """Record the seconds of every sample, learner update and weight sync of ``algo``."""
+    seconds: dict[str, list[float]] = {"sample": [], "update": [], "sync": []}
+    for key, owner, name in (("sample", algo, "_sample"), ("update", algo.learner_group, "update"),
+                             ("sync", algo, "_sync_env_runner_weights")):
+        method = getattr(owner, name)
+
+        def timed(*args, _method=method, _key=key, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                seconds[_key].append(time.perf_counter() - start)
+
+        setattr(owner, name, timed)
+    return seconds
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else float("nan")
+
+
+def rate_of(step, seconds: float) -> float:
+    """Env steps per second of ``step()`` (returns steps) over about ``seconds``, after one warm-up."""
+    step()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        steps += step()
+    return steps / (time.perf_counter() - start)
+
+
+def scaling_row(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
+                seconds: float) -> dict:
+    row: dict[str, float] = {}
+    for overlap in (False, True):
+        algo = config(env, runners, steps_per_runner, envs_per_runner, gpu=gpu, overlap=overlap).build_algo()
+        if not overlap:
+            def sample() -> int:
+                episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group,
+                                                       max_env_steps=runners * steps_per_runner,
+                                                       _uses_new_env_runners=True)
+                return sum(len(e) for e in episodes)
+
+            row["sampling only"] = rate_of(sample, seconds)
+        for _ in range(3):  # fill the store first
+            last = algo.train()
+        spent = instrument(algo)
+        iteration_seconds: list[float] = []
+
+        def train() -> int:
+            nonlocal last
+            before, start, last = last["num_env_steps_sampled_lifetime"], time.perf_counter(), algo.train()
+            iteration_seconds.append(time.perf_counter() - start)
+            return last["num_env_steps_sampled_lifetime"] - before
+
+        key = "training, overlapped" if overlap else "training, sync"
+        row[key] = rate_of(train, seconds)
+        row[key + " seconds"] = tuple(median(spent[k]) for k in ("sample", "update", "sync")) + (
+            median(iteration_seconds),)
+        algo.stop()
+    logger.info("%d runners: %s", runners, row)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="Hopper-v5")
+    parser.add_argument("--runners", type=int, nargs="+", default=[1, 2, 4, 8, 15])
+    parser.add_argument("--steps-per-runner", type=int, default=512)
+    parser.add_argument("--envs-per-runner", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=15.0, help="measuring time per figure")
+    parser.add_argument("--learner-iterations", type=int, default=5)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    gpu = torch.cuda.is_available()
+    # Logical CPUs: every EnvRunner and the learner get one, even where cores are fewer.
+    ray.init(address="local", num_cpus=max(os.cpu_count(), max(args.runners) + 1),
+             include_dashboard=False, log_to_driver=False)
+    device = torch.cuda.get_device_name() if gpu else "no GPU"
+    print(f"{args.env}, {os.cpu_count()} CPU cores, {device}, torch {torch.__version__}, ray {ray.__version__}")
+
+    print("\nLearner seconds per 1,000 env steps (full store of 4 x 1024, 10 epochs x 32 minibatches):")
+    cpu = learner_seconds_per_1k(args.env, gpu=False, iterations=args.learner_iterations)
+    print(f"  CPU (1 thread): {cpu:.3f}")
+    if gpu:
+        on_gpu = learner_seconds_per_1k(args.env, gpu=True, iterations=args.learner_iterations)
+        print(f"  GPU:            {on_gpu:.3f}  (CPU/GPU {cpu / on_gpu:.2f})")
+
+    rows = {n: scaling_row(args.env, n, args.steps_per_runner, args.envs_per_runner, gpu=gpu,
+                           seconds=args.seconds) for n in args.runners}
+    columns = ("sampling only", "training, sync", "training, overlapped")
+    base = rows[args.runners[0]]
+    print(f"\nEnv steps/s ({args.steps_per_runner} steps and {args.envs_per_runner} env(s) per EnvRunner "
+          "per iteration; "
+          f"learner: {'1 remote GPU learner' if gpu else 'local CPU learner'}); "
+          f"parallel efficiency vs {args.runners[0]} runner(s) in brackets:")
+    print(f"{'runners':>8}" + "".join(f"{c:>28}" for c in columns))
+    for n, row in rows.items():
+        cells = [f"{row[c]:>12,.0f} ({row[c] / (n / args.runners[0] * base[c]):4.2f})" for c in columns]
+        print(f"{n:>8}" + "".join(f"{cell:>28}" for cell in cells))
+    print("\nSeconds per training iteration (medians): sampling / learner update / weight sync / "
+          "whole iteration")
+    for n, row in rows.items():
+        for mode in ("training, sync", "training, overlapped"):
+            sample, learn, sync, total = row[mode + " seconds"]
+            print(f"{n:>8} {mode:>22}: {sample:6.3f} / {learn:6.3f} / {sync:6.3f} / {total:6.3f}")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
