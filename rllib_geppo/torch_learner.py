@@ -108,23 +108,20 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         steps = min(inputs.minibatches_per_epoch, rows)
         size = rows // steps
         sums = torch.zeros(3, device=self._device)  # policy loss, value loss, grad norm
-        skipped = 0
+        skipped = torch.zeros((), device=self._device)
         for _ in range(self.config.num_epochs):
             order = (torch.randperm(rows, device=self._device) if self.config.shuffle_batch_per_epoch
                      else torch.arange(rows, device=self._device))
             epoch = {name: data[name][order] for name in _MINIBATCH_COLUMNS}
             for start in range(0, steps * size, size):
                 minibatch = {name: column[start:start + size] for name, column in epoch.items()}
-                step = self.minibatch_step(module_id, minibatch, inputs.clip_eps)
-                if step is None:
-                    skipped += 1
-                else:
-                    sums += step
-        taken = max(self.config.num_epochs * steps - skipped, 1)
-        policy_loss, vf_loss, grad_norm = (sums / taken).tolist()
+                losses, finite = self.minibatch_step(module_id, minibatch, inputs.clip_eps)
+                sums += torch.where(finite, losses, 0.0)
+                skipped += ~finite
+        total, skipped = self.config.num_epochs * steps, int(skipped)
+        policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
         return ({"policy_loss": policy_loss, "vf_loss": vf_loss, "policy_grad_norm": grad_norm,
-                 "num_skipped_steps": skipped, "num_gradient_steps": self.config.num_epochs * steps},
-                self.config.num_epochs * steps * size)
+                 "num_skipped_steps": skipped, "num_gradient_steps": total}, total * size)
 
     def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor],
                          clip_eps: float) -> tuple[Tensor, Tensor]:
@@ -145,12 +142,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         )
 
     def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],
-                       clip_eps: float) -> Tensor | None:
+                       clip_eps: float) -> tuple[Tensor, Tensor]:
         """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
         gradient clipped) and the value function.
 
-        Returns ``(policy_loss, value_loss, policy_grad_norm)``, or None if a loss or gradient
-        was not finite: then the step is skipped and weights and optimizer state stay as they are.
+        Returns ``(policy_loss, value_loss, policy_grad_norm)`` and whether all of them and the
+        value gradient were finite; if not, the step was skipped, and weights and optimizer
+        state stayed as they were.
         """
         policy_loss, vf_loss = self.minibatch_losses(module_id, minibatch, clip_eps)
         optimizer = self.get_optimizer(module_id, OPTIMIZER)
@@ -161,10 +159,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         policy_norm = clip_gradients_(policy_group["params"], self.config.grad_clip, self.config.grad_clip_by)
         value_norm = clip_gradients_(value_group["params"], None)
         losses = torch.stack([policy_loss.detach(), vf_loss.detach(), policy_norm])
-        if not torch.isfinite(losses.sum() + value_norm):
-            return None
-        optimizer.step()
-        return losses
+        finite = torch.isfinite(losses.sum() + value_norm)
+        _step_if(optimizer, finite)
+        return losses, finite
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Tensor:
@@ -189,6 +186,20 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             clip_eps=inputs.clip_eps,
         )
         return {name: float(value) for name, value in stats.items()}
+
+
+def _step_if(optimizer: torch.optim.Optimizer, condition: Tensor) -> None:
+    """``optimizer.step()`` only where ``condition`` (a 0-d bool tensor) holds.
+
+    Fused Adam takes GradScaler's ``found_inf`` flag and skips the step on the device, leaving
+    weights, moments and step count as they are, so the epoch loop never waits for the GPU;
+    other kernels decide on the host.
+    """
+    if optimizer.defaults.get("fused"):
+        optimizer.found_inf = (~condition).float()
+        optimizer.step()
+    elif condition:
+        optimizer.step()
 
 
 def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:
