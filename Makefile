@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[test,report]"
+	$(BIN)/pip install --quiet -e ".[test,report,baselines]"
 	touch $(STAMP)
 
 train: $(STAMP)

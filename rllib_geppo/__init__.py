@@ -1,14 +1,15 @@
 """GePPO (Generalized Proximal Policy Optimization with Sample Reuse) for Ray RLlib.
 
-Importing this package registers "GePPO" with Ray Tune, so ``tune.Tuner("GePPO", ...)`` works,
-in every Ray session of the process. The old API stack (``GePPOTorchPolicy``) is imported only
-when asked for.
+Importing this package registers "GePPO" (and the Stable-Baselines3 baseline "SB3PPO") with Ray
+Tune, so ``tune.Tuner("GePPO", ...)`` works, in every Ray session of the process. The old API
+stack (``GePPOTorchPolicy``) is imported only when asked for.
 """
 
 import ray
 from ray.tune.registry import register_trainable
 
 from rllib_geppo.algorithm import GePPO
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
 from rllib_geppo.config import GePPOConfig
 
 __version__ = "0.2.0"
@@ -25,6 +26,7 @@ def __getattr__(name: str):
 
 def _register_with_tune() -> None:
     register_trainable("GePPO", GePPO)
+    register_trainable(SB3_PPO, sb3_ppo)
 
 
 _register_with_tune()

@@ -52,7 +52,7 @@ from ray.rllib.utils.metrics import (
 from rllib_geppo.config import GePPOConfig
 from rllib_geppo.core import segments
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.normalization import RunningMeanStd, discounted_returns_to_go
+from rllib_geppo.core.normalization import RunningMeanStd, RunningReturns, discounted_returns_to_go
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import clip_multiple, effective_sample_size, with_lag
 from rllib_geppo.core.sample_store import SampleStore
@@ -96,6 +96,7 @@ class GePPO(PPO):
         self.policy_version = 0  # version of pi_k: the learners' weights_seq_no
         self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
         self.return_stats = RunningMeanStd()
+        self.running_returns = RunningReturns(config.gamma)
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.overlap_sampling else None
 
     def _check_spaces(self, config: GePPOConfig) -> None:
@@ -159,9 +160,15 @@ class GePPO(PPO):
         if self.obs_stats is None:
             self.obs_stats = RunningMeanStd(layout[C.OBS].shape[1:])
         self.obs_stats.update(layout[C.OBS][real])
-        self.return_stats.update(np.concatenate(
-            [discounted_returns_to_go(s.rewards, self.config.gamma) for s in kept]))
+        self.return_stats.update(self._returns(kept))
         return len(new_segments) - len(kept)
+
+    def _returns(self, new_segments: Sequence[Segment]) -> np.ndarray:
+        """The discounted returns whose std scales rewards (the ``reward_scaling`` setting)."""
+        if self.config.reward_scaling == "running_return":
+            return self.running_returns.update(
+                [(s.episode_id, s.rewards, s.terminated or s.truncated) for s in new_segments])
+        return np.concatenate([discounted_returns_to_go(s.rewards, self.config.gamma) for s in new_segments])
 
     def _finite_segments(self, new_segments: Sequence[Segment]) -> list[Segment]:
         """The segments without NaN or infinite rewards and observations. Others raise
@@ -215,6 +222,7 @@ class GePPO(PPO):
             obs_mean=self.obs_stats.mean.astype(np.float32),
             obs_std=self.obs_stats.std.astype(np.float32),
             minibatches_per_epoch=self._minibatches_per_epoch(),
+            obs_stats_before_update=self.config.obs_stats_warm_start and self.policy_version == 0,
         )
 
     def lagged_nu(self) -> np.ndarray:
@@ -314,6 +322,7 @@ class GePPO(PPO):
             "policy_version": self.policy_version,
             "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
             "return_stats": self.return_stats.get_state(),
+            "running_returns": self.running_returns.get_state(),
         }
 
     def _set_geppo_state(self, state: dict[str, Any]) -> None:
@@ -327,6 +336,7 @@ class GePPO(PPO):
             self.obs_stats = RunningMeanStd()
             self.obs_stats.set_state(geppo["obs_stats"])
         self.return_stats.set_state(geppo["return_stats"])
+        self.running_returns.set_state(geppo["running_returns"])
 
 
 def _module_batch(layout: dict[str, np.ndarray]) -> MultiAgentBatch:

@@ -17,6 +17,10 @@ from rllib_geppo.core.gradients import CLIP_BY
 
 #: What to do with an episode chunk holding a NaN or infinite reward or observation.
 NONFINITE_DATA = ("error", "drop")
+#: What ``grad_clip`` applies to.
+GRAD_CLIP_SCOPES = ("policy", "all")
+#: Which discounted return's std scales the rewards (core.normalization).
+REWARD_SCALINGS = ("returns_to_go", "running_return")
 
 
 @functools.lru_cache(maxsize=32)
@@ -82,6 +86,10 @@ class GePPOConfig(PPOConfig):
         self.init_std_multiple = 1.0  # initial std = multiple * half the action range
         self.sample_reuse = True  # False: the paper's PPO baseline (M = 1, B*n steps, eps_PPO)
         self.overlap_sampling = False  # sample the next batch while the learners update
+        self.adam_eps = 1e-8  # Adam's epsilon (torch's default; SB3 uses 1e-5)
+        self.grad_clip_scope = "policy"  # or "all": one norm over policy and value (SB3)
+        self.reward_scaling = "returns_to_go"  # or "running_return" (SB3's VecNormalize)
+        self.obs_stats_warm_start = False  # first update: statistics of the first batch
         self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
 
     @override(PPOConfig)
@@ -102,6 +110,10 @@ class GePPOConfig(PPOConfig):
         init_std_multiple: float = NotProvided,
         sample_reuse: bool = NotProvided,
         overlap_sampling: bool = NotProvided,
+        adam_eps: float = NotProvided,
+        grad_clip_scope: str = NotProvided,
+        reward_scaling: str = NotProvided,
+        obs_stats_warm_start: bool = NotProvided,
         nonfinite_data: str = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
@@ -133,6 +145,16 @@ class GePPOConfig(PPOConfig):
             overlap_sampling: the EnvRunners sample the next batch while the learners update,
                 so the youngest stored batch is one iteration old at every update; weights and
                 clip range follow from the true ages (docs/overlapped_sampling.md). Default False.
+            adam_eps: epsilon of both Adam optimizers. Default 1e-8 (torch's; SB3 uses 1e-5).
+            grad_clip_scope: what ``grad_clip`` clips: "policy" (default; the paper's: the
+                value function is never clipped) or "all" (one norm over policy and value
+                parameters together, as SB3).
+            reward_scaling: the return whose std scales rewards: "returns_to_go" (default;
+                the authors': discounted returns-to-go of each batch's trajectory chunks) or
+                "running_return" (SB3's ``VecNormalize``: discounted sums of past rewards,
+                carried across the chunks an episode is cut into).
+            obs_stats_warm_start: install the first batch's observation statistics before
+                the first update, which otherwise sees raw observations. Default False.
             nonfinite_data: what an episode chunk with a NaN or infinite reward or observation
                 does: "error" (default) stops training with a message naming the environment,
                 the column, the env step and the episode; "drop" drops the chunk before it
@@ -230,6 +252,10 @@ class GePPOConfig(PPOConfig):
         require(self.nonfinite_data in NONFINITE_DATA, "nonfinite_data", f"one of {NONFINITE_DATA}")
         require(isinstance(self.overlap_sampling, bool), "overlap_sampling", "True or False")
         require(self.grad_clip_by in CLIP_BY, "grad_clip_by", f"one of {CLIP_BY}")
+        require(self.grad_clip_scope in GRAD_CLIP_SCOPES, "grad_clip_scope", f"one of {GRAD_CLIP_SCOPES}")
+        require(self.reward_scaling in REWARD_SCALINGS, "reward_scaling", f"one of {REWARD_SCALINGS}")
+        require(isinstance(self.obs_stats_warm_start, bool), "obs_stats_warm_start", "True or False")
+        require(is_number(self.adam_eps) and self.adam_eps > 0, "adam_eps", "a finite positive number")
         require(is_number(self.vtrace_clip) and self.vtrace_clip > 0, "vtrace_clip", "> 0")
         require(is_number(self.lr) and self.lr > 0, "lr",
                 "a finite positive number (GePPO adapts the policy lr itself; schedules are not "

@@ -13,8 +13,8 @@ from rllib_geppo.core.segments import Segment
 def episode_segment(episode: SingleAgentEpisode) -> Segment:
     """One sampled episode chunk as a :class:`Segment`.
 
-    The chunk holds ``len(episode)`` steps and one more observation, s_T; it ended the episode
-    only if ``is_terminated`` (a truncation or a cut at the end of the sample bootstraps).
+    The chunk holds ``len(episode)`` steps and one more observation, s_T; the episode ended there
+    if it terminated (no bootstrap) or was truncated; otherwise the sample cut it.
     """
     steps = len(episode)
     return Segment(
@@ -24,6 +24,7 @@ def episode_segment(episode: SingleAgentEpisode) -> Segment:
         behaviour_logp=np.asarray(episode.get_extra_model_outputs(Columns.ACTION_LOGP)),
         versions=np.asarray(episode.get_extra_model_outputs(WEIGHTS_SEQ_NO)),
         terminated=episode.is_terminated,
+        truncated=episode.is_truncated,
         episode_id=episode.id_,
         first_step=episode.t_started,
     )

@@ -53,7 +53,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         policy_params = [p for p in module.parameters() if id(p) not in value_ids]
         optimizer = torch.optim.Adam(
             [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
-            **_fast_adam_kwargs(self._device))
+            eps=config.adam_eps, **_fast_adam_kwargs(self._device))
         # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
         self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
                                 params=policy_params + value_params, lr_or_lr_schedule=None)
@@ -68,6 +68,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                       inputs: UpdateInputs) -> tuple[dict[str, float], int]:
         policy_group, _ = self.param_groups(module_id)
         policy_group["lr"] = inputs.policy_lr
+        if inputs.obs_stats_before_update:
+            self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
         data = self.prepare_update(module_id, layout, inputs)
         losses, steps = self.run_epochs(module_id, data, inputs)
         stats = self.policy_change(module_id, data, inputs)
@@ -156,8 +158,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # Policy and value parameters are disjoint: one backward pass gives each its own gradient.
         (policy_loss + vf_loss).backward()
         policy_group, value_group = optimizer.param_groups
-        policy_norm = clip_gradients_(policy_group["params"], self.config.grad_clip, self.config.grad_clip_by)
-        value_norm = clip_gradients_(value_group["params"], None)
+        if self.config.grad_clip_scope == "policy":
+            policy_norm = clip_gradients_(policy_group["params"], self.config.grad_clip, self.config.grad_clip_by)
+            value_norm = clip_gradients_(value_group["params"], None)
+        else:  # one norm over both, as SB3
+            policy_norm = clip_gradients_(policy_group["params"] + value_group["params"],
+                                          self.config.grad_clip, self.config.grad_clip_by)
+            value_norm = policy_norm
         losses = torch.stack([policy_loss.detach(), vf_loss.detach(), policy_norm])
         finite = torch.isfinite(losses.sum() + value_norm)
         _step_if(optimizer, finite)

@@ -197,11 +197,26 @@ def test_without_the_baseline_the_comparison_columns_say_na(results: Path, tmp_p
     ("GePPO", {"sample_reuse": True, "adaptive_lr": False}, "GePPO"),
     ("GePPO", {"sample_reuse": False, "adaptive_lr": False}, "PPO"),
     ("GePPO", {"sample_reuse": False, "adaptive_lr": True}, "PPO-Adapt"),
+    ("GePPO", {"sample_reuse": True, "overlap_sampling": True}, "GePPO overlapped"),
     ("PPO", {}, "RLlib PPO"),
+    ("SB3PPO", {}, "SB3 PPO"),
     ("APPO", {}, "APPO"),
 ])
 def test_variant_names(algorithm: str, params: dict, variant: str):
     assert report.variant_name(algorithm, params) == variant
+
+
+def test_group_by_experiment_labels_trials_with_their_experiment(tmp_path: Path):
+    for name, slope in (("ppo-adam-eps", 0.1), ("ppo-joint-clip", 0.2)):
+        for seed in (0, 1):
+            trial = write_trial(tmp_path, "x", "Hopper-v5", seed, PPO, PPO_STEPS,
+                                linear(slope, 0, PPO_STEPS), 500)
+            trial.rename(trial.with_name(f"{name}_abcde_{seed:05d}_{seed}_seed={seed}_2026-01-01"))
+    out = tmp_path / "out"
+    assert run_cli(tmp_path, "--group-by", "experiment", "--baseline", "ppo-adam-eps", "--out", out) == 0
+    rows = read_rows(out)
+    assert {variant for _, variant in rows} == {"ppo-adam-eps", "ppo-joint-clip"}
+    assert as_float(rows["Hopper-v5", "ppo-joint-clip"], "avg_vs_baseline_pct") == pytest.approx(100.0)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -329,7 +344,6 @@ def test_report_reads_a_real_tune_run(ray_session, tmp_path: Path):
     from ray import tune
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    # TODO(geppo-landing): also run GePPO here
     batch = 256
     config = (PPOConfig().environment("Pendulum-v1").env_runners(num_env_runners=0)
               .training(train_batch_size_per_learner=batch, minibatch_size=64, num_epochs=1)

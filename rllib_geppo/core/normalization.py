@@ -1,11 +1,17 @@
-"""Running statistics for observation normalisation and reward scaling (authors' code).
+"""Running statistics for observation normalisation and reward scaling.
 
-Pure numpy; no Ray. The Algorithm owns one of each and hands the results to the learners.
+Rewards are divided by the standard deviation of a discounted return, measured in one of two ways
+(the ``reward_scaling`` setting): the discounted returns-to-go of each batch's trajectory chunks
+(:func:`discounted_returns_to_go`, the authors' code), or the discounted sums of past rewards that
+run on across the chunks an episode is cut into (:class:`RunningReturns`, as Stable-Baselines3's
+``VecNormalize`` and OpenAI baselines do), which sampling cuts never shorten.
+
+Pure numpy; no Ray. The Algorithm owns these and hands the results to the learners.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from scipy.signal import lfilter
@@ -54,3 +60,37 @@ def discounted_returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """``G_t = r_t + gamma * G_{t+1}`` within one trajectory segment (``G_T = 0``)."""
     # The recursion is a first-order IIR filter run backwards in time.
     return lfilter([1.0], [1.0, -gamma], np.asarray(rewards, dtype=np.float64)[::-1])[::-1]
+
+
+class RunningReturns:
+    """``G_t = gamma * G_{t-1} + r_t`` for every step, per episode, carried from one chunk of an
+    episode to the next (``G`` starts at 0 when the episode starts).
+
+    Chunks come with their episode's id and whether the episode ended with them; an open episode
+    that does not continue in a batch (e.g. its EnvRunner was replaced) is forgotten.
+    """
+
+    def __init__(self, gamma: float):
+        self.gamma = gamma
+        self._open: dict[str, float] = {}  # episode id -> G at the end of its last chunk
+
+    def update(self, chunks: Sequence[tuple[str, np.ndarray, bool]]) -> np.ndarray:
+        """The returns of every step of ``chunks`` (``(episode_id, rewards, episode_ended)``,
+        in sampling order), concatenated."""
+        still_open: dict[str, float] = {}
+        out = []
+        for episode_id, rewards, ended in chunks:
+            start = still_open.pop(episode_id, self._open.get(episode_id, 0.0))
+            returns = lfilter([1.0], [1.0, -self.gamma], np.asarray(rewards, dtype=np.float64),
+                              zi=[self.gamma * start])[0]
+            out.append(returns)
+            if not ended and len(returns):
+                still_open[episode_id] = float(returns[-1])
+        self._open = still_open
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"open": dict(self._open)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._open = dict(state["open"])

@@ -35,7 +35,10 @@ class Segment:
         behaviour_logp: ``[T]`` log mu(a_t|s_t) of the collecting policy.
         versions: ``[T]`` version of the collecting policy at each step.
         terminated: whether the episode terminated at s_T (no bootstrap from V(s_T)).
-        episode_id: the episode's id, for messages.
+        truncated: whether the episode ended at s_T by a time limit (bootstrap from V(s_T)); a
+            segment neither terminated nor truncated was cut at the end of a sample.
+        episode_id: the episode's id, for messages and for carrying statistics across the
+            segments of one episode.
         first_step: the episode's step index of row 0, for messages.
     """
 
@@ -45,6 +48,7 @@ class Segment:
     behaviour_logp: np.ndarray
     versions: np.ndarray
     terminated: bool
+    truncated: bool = False
     episode_id: str = ""
     first_step: int = 0
 

@@ -29,6 +29,8 @@ class UpdateInputs:
         reward_scale: rewards are divided by it (running std of the discounted return).
         obs_mean, obs_std: observation statistics the module installs *after* the update, so
             that the policy that samples next is the updated one, statistics included.
+        obs_stats_before_update: install them before the update as well (the first update,
+            with ``obs_stats_warm_start``).
         minibatches_per_epoch: gradient steps per epoch; the same on every learner, so that
             learners synchronising gradients (DDP) take the same number of steps.
     """
@@ -40,3 +42,4 @@ class UpdateInputs:
     obs_mean: np.ndarray
     obs_std: np.ndarray
     minibatches_per_epoch: int
+    obs_stats_before_update: bool = False

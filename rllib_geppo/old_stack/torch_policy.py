@@ -128,8 +128,9 @@ class GePPOTorchPolicy(TorchPolicyV2):
         value_params = _value_only_parameters(self.model, self.observation_space, self.device)
         value_ids = {id(p) for p in value_params}
         policy_params = [p for p in self.model.parameters() if id(p) not in value_ids]
-        return [torch.optim.Adam(policy_params, lr=self.config["lr"]),
-                torch.optim.Adam(value_params, lr=self.config["vf_lr"])]
+        eps = self.config["adam_eps"]
+        return [torch.optim.Adam(policy_params, lr=self.config["lr"], eps=eps),
+                torch.optim.Adam(value_params, lr=self.config["vf_lr"], eps=eps)]
 
     @override(TorchPolicyV2)
     def postprocess_trajectory(self, sample_batch: SampleBatch, other_agent_batches=None,

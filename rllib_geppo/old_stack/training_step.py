@@ -47,9 +47,10 @@ if TYPE_CHECKING:
 def training_step_old_api_stack(algo: GePPO) -> ResultDict:
     """One GePPO iteration on the old API stack (see the module docstring)."""
     config = algo.config
-    if config.overlap_sampling:
-        raise ValueError("overlap_sampling runs on the new API stack only; set it to False on the "
-                         "old API stack.")
+    for setting, new_stack_only in (("overlap_sampling", True), ("grad_clip_scope", "all")):
+        if getattr(config, setting) == new_stack_only:
+            raise ValueError(f"{setting}={new_stack_only!r} runs on the new API stack only; leave it "
+                             "at its default on the old API stack.")
     with algo._timers[SAMPLE_TIMER]:
         batch = synchronous_parallel_sample(worker_set=algo.env_runner_group,
                                             max_env_steps=config.samples_per_iteration,
@@ -100,6 +101,7 @@ def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
             behaviour_logp=chunk[SampleBatch.ACTION_LOGP],
             versions=np.full(len(chunk), version),
             terminated=bool(chunk[SampleBatch.TERMINATEDS][-1]),
+            truncated=bool(chunk[SampleBatch.TRUNCATEDS][-1]),
             episode_id=str(chunk[SampleBatch.EPS_ID][0]),
             first_step=int(chunk[SampleBatch.T][0]),
         ))
@@ -114,6 +116,8 @@ def _update_policy(algo: GePPO, policy: GePPOTorchPolicy, inputs: UpdateInputs) 
     policy change.
     """
     policy.begin_update(inputs)
+    if inputs.obs_stats_before_update:
+        policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
     batch = policy.compute_targets(algo.store.update_layout(), inputs)
     rows = len(batch)
     steps = min(inputs.minibatches_per_epoch, rows)

@@ -28,7 +28,7 @@ from rllib_geppo.tools.experiment_file import (
     STEPS_KEY,
     ExperimentSpec,
     UserError,
-    algorithm_class,
+    trainable,
     apply_overrides,
     load_experiments,
     select_experiments,
@@ -80,16 +80,18 @@ def tune_experiments(specs: Sequence[ExperimentSpec], run_name: str, storage_pat
 def _tune_experiment(spec: ExperimentSpec, run_name: str, storage_path: str) -> Any:
     from ray import tune
 
+    # The class, not its name: Tune would otherwise import every RLlib algorithm to find it.
+    run = trainable(spec.run, spec.name)
+    algorithm = isinstance(run, type)  # function trainables (SB3PPO) save no checkpoints
     return tune.Experiment(
         name=run_name,
-        # The class, not its name: Tune would otherwise import every RLlib algorithm to find it.
-        run=algorithm_class(spec.run, spec.name),
+        run=run,
         stop=spec.stop,
-        config=to_algorithm_config(spec.config),
+        config=to_algorithm_config(spec.config) if algorithm else spec.config,
         num_samples=spec.num_samples,
         storage_path=storage_path,
         checkpoint_config=tune.CheckpointConfig(
-            **{"checkpoint_at_end": True, **spec.checkpoint_config}
+            **{"checkpoint_at_end": algorithm, **spec.checkpoint_config}
         ),
         trial_name_creator=functools.partial(_trial_name, spec.name),
     )

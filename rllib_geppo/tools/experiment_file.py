@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, SB3PPOSettings, import_sb3
 
 log = logging.getLogger(__name__)
 
@@ -242,14 +243,51 @@ def resolve_trials(spec: ExperimentSpec) -> list[dict[str, Any]]:
 
 def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
     """Checks an experiment before anything runs; returns its resolved trial configs."""
-    schema = ConfigSchema.of(spec.run, spec.where())
     _check_checkpoint_config(spec.checkpoint_config, spec.where())
+    if spec.run == SB3_PPO:
+        return _validate_sb3_experiment(spec)
+    schema = ConfigSchema.of(spec.run, spec.where())
     trials = resolve_trials(spec)
     if schema is not None:  # None: a legacy dict-config algorithm, nothing to check against.
         for trial in trials:
             schema.check_config(trial, spec)
             _check_stop(trial, spec, schema.new_api_stack(trial))
     return trials
+
+
+def _validate_sb3_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
+    """Stable-Baselines3's PPO: installed, known settings with sound values, no checkpoints."""
+    trainable(spec.run, spec.where())  # installed?
+    if any(spec.checkpoint_config.get(k) for k in ("checkpoint_frequency", "checkpoint_at_end")):
+        raise UserError(f"{spec.where()}: {SB3_PPO} trials save no checkpoints; remove "
+                        "checkpoint_config.")
+    trials = resolve_trials(spec)
+    for trial in trials:
+        unknown = [key for key in trial if key not in SB3PPOSettings.keys()]
+        if unknown:
+            key = unknown[0]
+            raise UserError(f"{spec.where('config.' + key)}, config key '{key}': not a setting of "
+                            f"{SB3_PPO}.{_suggest(key, SB3PPOSettings.keys())} Settings: "
+                            f"{', '.join(SB3PPOSettings.keys())}.")
+        try:
+            SB3PPOSettings.from_config(trial)
+        except (ValueError, TypeError) as e:
+            raise UserError(f"{spec.where()}: {SB3_PPO} rejects the config: {e}") from None
+        _check_env(trial.get("env"), spec.where("config.env"))
+        _check_stop(trial, spec, new_api_stack=True)
+    return trials
+
+
+def trainable(name: str, where: str) -> type | str:
+    """What Tune runs for ``run: name``: an RLlib Algorithm class, or "SB3PPO", the function
+    trainable that ``import rllib_geppo`` registered (if Stable-Baselines3 is installed)."""
+    if name != SB3_PPO:
+        return algorithm_class(name, where)
+    try:
+        import_sb3()
+    except ImportError as e:
+        raise UserError(f"{where}: {e}") from None
+    return SB3_PPO
 
 
 def algorithm_class(name: str, where: str) -> type:
@@ -269,7 +307,7 @@ def algorithm_class(name: str, where: str) -> type:
     elif _global_registry.contains(TRAINABLE_CLASS, name):
         cls = _global_registry.get(TRAINABLE_CLASS, name)
     else:
-        known = sorted({*ALGORITHMS, "GePPO"})
+        known = sorted({*ALGORITHMS, "GePPO", SB3_PPO})
         raise UserError(
             f"{where}: unknown algorithm 'run: {name}'.{_suggest(name, known)} "
             f"Registered algorithms include {', '.join(known)}."

@@ -4,8 +4,10 @@ Reads every Tune trial folder (``params.json`` + ``result.json``) under the give
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
 ``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``.
 
-Variants: a GePPO trial with ``sample_reuse`` is "GePPO"; without it, "PPO" (fixed lr) or
-"PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO"; any other trainable keeps its name.
+Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" with
+``overlap_sampling``); without it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own
+PPO is "RLlib PPO", Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its
+name.
 
 The arithmetic lives in :mod:`rllib_geppo.tools.report_stats`, the drawing in
 :mod:`rllib_geppo.tools.report_plots`; this module reads files, decides which trials count and writes.
@@ -48,7 +50,7 @@ TV_TARGET_KEY = "learners/default_policy/tv_target"
 #: Where GePPO's old-API-stack runs report the same metrics.
 OLD_STACK_PREFIX = "info/learner/default_policy/learner_stats/"
 #: Table and legend order; variants not listed follow in name order.
-VARIANT_ORDER = ("GePPO", "PPO", "PPO-Adapt", "RLlib PPO")
+VARIANT_ORDER = ("GePPO", "GePPO overlapped", "PPO", "PPO-Adapt", "SB3 PPO", "RLlib PPO")
 EXIT_BAD_INPUT = 2
 
 
@@ -142,9 +144,9 @@ def variant_name(algorithm: str, params: Mapping[str, Any]) -> str:
     """The paper's name for a trial's algorithm variant."""
     if algorithm == "GePPO":
         if params.get("sample_reuse", True):
-            return "GePPO"
+            return "GePPO overlapped" if params.get("overlap_sampling", False) else "GePPO"
         return "PPO-Adapt" if params.get("adaptive_lr", False) else "PPO"
-    return "RLlib PPO" if algorithm == "PPO" else algorithm
+    return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
 
 
 def _lookup(result: Mapping[str, Any], key: str) -> float:
@@ -221,18 +223,24 @@ def _read_params(trial_dir: Path) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def load_trial(trial_dir: Path, return_key: str = RETURN_KEY) -> Trial:
-    """Read one trial folder; problems are recorded on the trial rather than raised."""
+def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "variant") -> Trial:
+    """Read one trial folder; problems are recorded on the trial rather than raised.
+
+    ``group_by="experiment"`` labels the trial with its experiment's name (the first part of
+    the folder name that ``rllib train file`` gives), for ablations of one algorithm.
+    """
     record = _experiment_state(trial_dir.parent).get(trial_dir.name, {})
-    # Folder names are "<trainable>_<env>_<id>_...": the fallback for copied folders.
+    # Folder names are "<trainable or experiment>_<id>_...": the fallback for copied folders.
     name_parts = trial_dir.name.split("_") + ["?"]
     params = _read_params(trial_dir)
     results = read_results(trial_dir)
     run = Run(_series(results, STEPS_KEY), _series(results, return_key), _series(results, TIME_KEY))
+    variant = (name_parts[0] if group_by == "experiment"
+               else variant_name(record.get("trainable_name") or name_parts[0], params))
     return Trial(
         path=trial_dir,
         env=str(params.get("env") or name_parts[1]),
-        variant=variant_name(record.get("trainable_name") or name_parts[0], params),
+        variant=variant,
         seed=params.get("seed"),
         run=run if results else None,
         tv=_optional_series(results, TV_KEY, OLD_STACK_PREFIX + "tv"),
@@ -241,9 +249,10 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY) -> Trial:
     )
 
 
-def load_trials(paths: Sequence[Path], return_key: str = RETURN_KEY) -> list[Trial]:
+def load_trials(paths: Sequence[Path], return_key: str = RETURN_KEY,
+                group_by: str = "variant") -> list[Trial]:
     """All trials under the paths. Raises ReportError when no trial has usable results."""
-    trials = [load_trial(d, return_key) for d in find_trial_dirs(paths)]
+    trials = [load_trial(d, return_key, group_by) for d in find_trial_dirs(paths)]
     if all(t.problem for t in trials):
         listing = "; ".join(f"{t.path}: {t.problem}" for t in trials)
         raise ReportError(f"no trial with results under {', '.join(map(str, paths))} ({listing})")
@@ -462,6 +471,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default="PPO",
                         help="variant the others are compared with (default: PPO, i.e. GePPO "
                              "with sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)")
+    parser.add_argument("--group-by", choices=("variant", "experiment"), default="variant",
+                        help="label trials by algorithm variant (default) or by the YAML "
+                             "experiment they ran in, for ablations")
     parser.add_argument("--return-key", default=RETURN_KEY,
                         help="'/'-separated result key of the return curve "
                              f"(default: {RETURN_KEY})")
@@ -470,7 +482,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; returns the process exit code (2: unusable input)."""
     try:
-        trials = load_trials(args.paths, args.return_key)
+        trials = load_trials(args.paths, args.return_key, args.group_by)
         report = build_report(trials, args.budget, args.baseline, args.return_key)
     except ReportError as err:
         logger.error("%s", err)
