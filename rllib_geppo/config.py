@@ -210,6 +210,15 @@ class GePPOConfig(PPOConfig):
 
     @override(PPOConfig)
     def validate(self) -> None:
+        # GePPO's checks first: RLlib's own trip over some bad values (an lr list that is no
+        # schedule) with messages that name neither the setting nor a fix.
+        if self.framework_str != "torch":
+            self._value_error(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
+                              "Fix: .framework('torch').")
+        if self.is_multi_agent:
+            self._value_error("GePPO supports single-agent environments only; remove the "
+                              ".multi_agent(...) settings.")
+        self._validate_geppo_settings()
         if self.enable_rl_module_and_learner or self.minibatch_size is not None:
             super().validate()
         else:
@@ -220,13 +229,6 @@ class GePPOConfig(PPOConfig):
                 super().validate()
             finally:
                 self.minibatch_size = None
-        if self.framework_str != "torch":
-            self._value_error(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
-                              "Fix: .framework('torch').")
-        if self.is_multi_agent:
-            self._value_error("GePPO supports single-agent environments only; remove the "
-                              ".multi_agent(...) settings.")
-        self._validate_geppo_settings()
 
     def _validate_geppo_settings(self) -> None:
         def require(ok: bool, setting: str, allowed: str) -> None:

@@ -98,7 +98,10 @@ def effective_sample_size(weights: Sequence[float], n: int) -> float:
 
 def check_weights(weights: Sequence[float]) -> np.ndarray:
     """Validate an explicit weight vector: non-empty, finite, >= 0, summing to 1 (to 1e-6)."""
-    nu = np.asarray(weights, dtype=np.float64)
+    try:
+        nu = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"policy weights must be a list of numbers (index = age), got {weights!r}.") from None
     if nu.ndim != 1 or nu.size == 0:
         raise ValueError(f"policy weights must be a non-empty 1-D list, got {weights!r}.")
     if not np.all(np.isfinite(nu)) or np.any(nu < 0):

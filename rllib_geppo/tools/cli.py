@@ -161,8 +161,9 @@ def trial_summary(trial: Any) -> str:
         f"env steps {int(steps)}" if steps is not None else "env steps n/a",
         f"checkpoint {trial.checkpoint.path}" if trial.checkpoint else "no checkpoint",
     ]
-    if trial.error_file:
-        parts.append(f"error {trial.error_file}")
+    if trial.run_metadata.error_filename:
+        # Where Tune copied it with the trial's results (error_file is Ray's session folder).
+        parts.append(f"error {Path(trial.path, trial.run_metadata.error_filename)}")
     return ", ".join(parts)
 
 

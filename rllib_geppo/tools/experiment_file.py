@@ -12,10 +12,11 @@ import copy
 import dataclasses
 import difflib
 import logging
+import math
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -117,9 +118,19 @@ class ExperimentSpec:
 def load_experiments(path: str | Path) -> list[ExperimentSpec]:
     """Reads a tuned-example file into ExperimentSpecs (structure checked, values not yet)."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory. Pass the path of a tuned-example YAML file, "
+                        "e.g. tuned_examples/geppo_hopper.yaml.")
     if not path.is_file():
         raise UserError(f"{path}: no such file. Pass the path of a tuned-example YAML file.")
-    data = parse_yaml(path.read_text(), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file (binary?). Pass a tuned-example YAML "
+                        "file, saved as UTF-8.") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read ({e.strerror}). Check its permissions.") from None
+    data = parse_yaml(text, str(path))
     if not isinstance(data, dict) or not data:
         raise UserError(
             f"{path}: expected a mapping of experiment name to settings, e.g. "
@@ -436,6 +447,8 @@ class ConfigSchema:
                     f"{where}: expected a {shown}, got {_describe(value)}. "
                     f"Fix the value ({self.algo}'s default is {self.default(key)!r})."
                 )
+        for key, value in trial.items():
+            _check_value(key, value, f"{spec.where('config.' + key)}, config key '{key}'")
         if "env" in trial:
             _check_env(trial["env"], spec.where("config.env"))
         try:
@@ -446,6 +459,54 @@ class ConfigSchema:
             # Drop RLlib's advice to switch validation off: the fix is to change the value.
             message = str(e).split("\nTo suppress all validation errors")[0]
             raise UserError(f"{spec.where()}: {self.algo} rejects the config: {message}") from None
+
+
+def _is_int(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _is_positive(value: Any) -> bool:
+    return _kind(value) == "number" and math.isfinite(value) and value > 0
+
+
+def _is_schedule(value: Any) -> bool:
+    """RLlib's schedules: [[timestep, value], ...] from timestep 0, timesteps increasing."""
+    if not isinstance(value, list) or not value or any(
+        not (isinstance(p, list) and len(p) == 2 and _is_int(p[0], 0) and _is_positive(p[1]))
+        for p in value
+    ):
+        return False
+    steps = [p[0] for p in value]
+    return steps[0] == 0 and steps == sorted(steps)
+
+
+# RLlib settings (of every algorithm) whose bad values RLlib only rejects once Ray runs, or with
+# a message that names neither the key nor a fix: key -> (test, what a good value is).
+VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "num_env_runners": (lambda v: _is_int(v, 0), "an integer >= 0 (0 samples in the driver)"),
+    "num_envs_per_env_runner": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "num_learners": (lambda v: _is_int(v, 0), "an integer >= 0 (0: a learner in the driver)"),
+    "num_epochs": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "train_batch_size_per_learner": (lambda v: v is None or _is_int(v, 1), "an integer >= 1"),
+    "train_batch_size": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "minibatch_size": (lambda v: v is None or _is_int(v, 1), "null or an integer >= 1"),
+    "seed": (lambda v: v is None or _is_int(v, 0), "null or an integer >= 0"),
+    "lr": (lambda v: _is_positive(v) or _is_schedule(v),
+           "a finite number > 0, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
+    "vf_lr": (_is_positive, "a finite number > 0"),
+    "model_config": (lambda v: not isinstance(v, dict) or "fcnet_hiddens" not in v
+                     or (isinstance(v["fcnet_hiddens"], list)
+                         and all(_is_int(h, 1) for h in v["fcnet_hiddens"])),
+                     "a mapping whose fcnet_hiddens is a list of layer sizes (integers >= 1)"),
+}
+
+
+def _check_value(key: str, value: Any, where: str) -> None:
+    """The checks of :data:`VALUE_RULES`, where they apply; a UserError names key and fix."""
+    if key in VALUE_RULES:
+        test, good = VALUE_RULES[key]
+        if not test(value):
+            raise UserError(f"{where}: expected {good}, got {_describe(value)}. Fix the value.")
 
 
 # YAML can only produce these kinds of value; type hints and defaults map onto them.

@@ -1,0 +1,260 @@
+"""Fault injection: a crashing environment, NaN rewards and observations, a non-finite update,
+bad settings and bad files. Nothing non-finite may reach the store, the statistics, the weights
+or a checkpoint; every bad input gets a message that names it and the fix."""
+
+import math
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+import ray.cloudpickle
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.tune.registry import register_env
+
+from rllib_geppo import GePPO, GePPOConfig
+from rllib_geppo.algorithm import NonFiniteDataError
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.segments import Segment, lay_out
+from rllib_geppo.tools.cli import main
+
+# The environments below are defined here: ship them to Ray's workers by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class Fault(gym.Wrapper):
+    """Pendulum with one bad step, counted over the env's life: a NaN reward, a NaN in
+    observation index 1, or an exception (once per marker file, so a restarted EnvRunner's env
+    does not fail again)."""
+
+    def __init__(self, config: dict):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.kind, self.at, self.marker = config["kind"], config["at"], config.get("marker")
+        self.steps = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if self.steps == self.at:
+            if self.kind == "nan_reward":
+                reward = float("nan")
+            elif self.kind == "nan_obs":
+                obs = obs.copy()
+                obs[1] = np.nan
+            elif self.kind == "crash" and not Path(self.marker).exists():
+                Path(self.marker).touch()
+                raise RuntimeError("the simulator crashed")
+        return obs, reward, terminated, truncated, info
+
+
+register_env("fault-pendulum", Fault)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def config(kind: str, at: int, **training) -> GePPOConfig:
+    return (GePPOConfig().environment("fault-pendulum", env_config={"kind": kind, "at": at})
+            .env_runners(num_env_runners=0).debugging(seed=0)
+            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
+
+
+def finite_everywhere(algo: GePPO) -> None:
+    """No NaN or inf in the store, the statistics, the module (weights and buffers) or Adam."""
+    for batch in algo.store.batches:
+        for name, column in batch.layout.items():
+            assert np.isfinite(column).all() if column.dtype.kind == "f" else True, name
+    assert np.isfinite(algo.obs_stats.mean).all() and np.isfinite(algo.obs_stats.var).all()
+    assert np.isfinite(algo.return_stats.var) and np.isfinite(algo.policy_lr)
+    learner = algo.learner_group._learner
+    for name, tensor in learner.module[DEFAULT_MODULE_ID].state_dict().items():
+        assert torch.isfinite(tensor).all(), name
+    for state in learner.get_optimizer(DEFAULT_MODULE_ID, "geppo_adam").state.values():
+        assert all(torch.isfinite(v).all() for v in state.values())
+
+
+def test_nan_reward_stops_training_and_names_env_column_step_and_episode():
+    algo = config("nan_reward", at=700).build_algo()  # step 700: Pendulum episode 4, step 100
+    try:
+        algo.train()
+        algo.train()
+        stored, stats = len(algo.store.batches), algo.return_stats.get_state()
+        with pytest.raises(NonFiniteDataError, match=r"Environment 'fault-pendulum' returned a "
+                           r"non-finite reward = nan at env step 100 in episode \w+\..*"
+                           r"nonfinite_data='drop'"):
+            algo.train()
+        assert len(algo.store.batches) == stored  # nothing of the bad batch was kept
+        assert algo.return_stats.get_state()["count"] == stats["count"]
+        finite_everywhere(algo)
+    finally:
+        algo.stop()
+
+
+def test_nan_observation_stops_training_and_names_the_index():
+    algo = config("nan_obs", at=300).build_algo()
+    try:
+        algo.train()
+        with pytest.raises(NonFiniteDataError, match="observation index 1 = nan at env step 100"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("kind", ["nan_reward", "nan_obs"])
+def test_drop_mode_drops_the_chunk_and_trains_on(kind, tmp_path):
+    algo = config(kind, at=300, nonfinite_data="drop").build_algo()
+    try:
+        results = [algo.train() for _ in range(4)]
+        dropped = [r["learners"][DEFAULT_MODULE_ID]["num_dropped_segments"] for r in results]
+        assert dropped[1] == 1 and sum(dropped) >= 1  # the chunk holding step 300
+        assert all(math.isfinite(r["learners"][DEFAULT_MODULE_ID]["tv"]) for r in results)
+        finite_everywhere(algo)
+        algo.save_to_path(str(tmp_path))
+        restored = GePPO.from_checkpoint(str(tmp_path))
+        try:
+            finite_everywhere(restored)
+        finally:
+            restored.stop()
+    finally:
+        algo.stop()
+
+
+def test_a_non_finite_step_is_skipped_and_leaves_weights_and_adam_unchanged():
+    env = gym.make("Pendulum-v1")
+    learner = GePPOConfig().environment("Pendulum-v1").build_learner(env=env)
+    rng = np.random.default_rng(0)
+    layout = lay_out([Segment(obs=rng.normal(size=(33, 3)), actions=rng.normal(size=(32, 1)),
+                              rewards=rng.normal(size=32), behaviour_logp=rng.normal(size=32) - 1,
+                              versions=np.zeros(32, int), terminated=False)])
+    from rllib_geppo.core.update_inputs import UpdateInputs
+
+    inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={0: 1.0}, reward_scale=1.0,
+                          obs_mean=np.zeros(3), obs_std=np.ones(3), minibatches_per_epoch=1)
+    data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
+    _, finite = learner.minibatch_step(DEFAULT_MODULE_ID, data, 0.1)  # one good step: Adam has state
+    assert finite
+    module = learner.module[DEFAULT_MODULE_ID]
+    optimizer = learner.get_optimizer(DEFAULT_MODULE_ID, "geppo_adam")
+    weights = {k: v.clone() for k, v in module.state_dict().items()}
+    adam = {id(p): {k: v.clone() for k, v in s.items()} for p, s in optimizer.state.items()}
+    data[C.ADVANTAGES][3] = float("nan")
+    _, finite = learner.minibatch_step(DEFAULT_MODULE_ID, data, 0.1)
+    assert not finite
+    for name, tensor in module.state_dict().items():
+        torch.testing.assert_close(tensor, weights[name], msg=name)
+    for param, state in optimizer.state.items():
+        for key, value in state.items():
+            torch.testing.assert_close(value, adam[id(param)][key], msg=key)
+
+
+def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
+    algo = config("nan_reward", at=10**9).build_algo()
+    try:
+        algo.train()
+        lr = algo.policy_lr
+        weights = {k: v.clone() for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()}
+        # Bypass the data check, as a bug upstream of the learner would: every target is NaN.
+        bad = dict(algo.store.batches[-1].layout)
+        bad[C.REWARDS] = np.full_like(bad[C.REWARDS], np.nan)
+        bad[C.VERSION] = np.full_like(bad[C.VERSION], algo.policy_version)
+        algo.store.add(bad)
+        algo._update_learners()
+        learner = algo.metrics.peek(("learners", DEFAULT_MODULE_ID))
+        assert learner["num_skipped_steps"] == learner["num_gradient_steps"] == 8
+        assert algo.policy_lr == lr
+        for name, tensor in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items():
+            if not name.startswith("obs_"):  # the statistics are installed after every update
+                torch.testing.assert_close(tensor, weights[name], msg=name)
+    finally:
+        algo.stop()
+
+
+def test_a_crashing_env_runner_is_replaced_and_the_store_is_kept(tmp_path):
+    algo = (config("crash", at=600).environment(env_config={"kind": "crash", "at": 600,
+                                                             "marker": str(tmp_path / "crashed")})
+            .env_runners(num_env_runners=1).fault_tolerance(restart_failed_env_runners=True)).build_algo()
+    try:
+        results = [algo.train() for _ in range(3)]
+        assert (tmp_path / "crashed").exists()  # the fault happened in iteration 3
+        assert len(algo.store.batches) == 2
+        # RLlib replaces the EnvRunner (iterations without samples meanwhile); training goes
+        # on with the store it had, and the store fills.
+        while len(algo.store.batches) < 4 and len(results) < 20:
+            results.append(algo.train())
+        assert len(algo.store.batches) == 4
+        # Ages stay true: the learners kept updating on the old batches while no new ones came.
+        ages = algo.store.ages(algo.policy_version - 1)
+        assert ages[:2] == [0, 1] and ages[2] > 2 and ages[3] == ages[2] + 1
+        steps = [r["num_env_steps_sampled_lifetime"] for r in results]
+        assert steps == sorted(steps) and steps[-1] >= 4 * 256
+        assert all(math.isfinite(r["learners"][DEFAULT_MODULE_ID]["tv"]) for r in results)
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize(("setting", "value", "message"), [
+    ("lr", float("inf"), "`lr` must be a finite positive number"),
+    ("vf_lr", float("nan"), "`vf_lr` must be a finite positive number"),
+    ("lr", [0.1, 0.2], "`lr` must be a finite positive number"),
+])
+def test_non_finite_or_list_lr_fails_validation(setting, value, message):
+    with pytest.raises(ValueError, match=message):
+        GePPOConfig().environment("Pendulum-v1").training(**{setting: value}).validate()
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("num_env_runners=-1", "config key 'num_env_runners': expected an integer >= 0"),
+    ("lr=.inf", "config key 'lr': expected a finite number > 0, or a schedule"),
+    ("vf_lr=-1", "config key 'vf_lr': expected a finite number > 0"),
+    ("seed=0.5", "config key 'seed': expected null or an integer >= 0"),
+    ("lr=[0.1,0.2]", "config key 'lr': expected a finite number > 0, or a schedule"),
+    ("model_config.fcnet_hiddens=[64,wide]", "config key 'model_config': expected a mapping whose fcnet_hiddens"),
+    ("policy_weights=[a,b]", "policy weights must be a list of numbers"),
+])
+def test_cli_names_the_key_and_the_fix_before_ray_starts(override, message, capsys):
+    assert main(["train", "file", "tuned_examples/geppo_pendulum.yaml", "--dry-run", "-c", override]) == 2
+    err = capsys.readouterr().err
+    assert message in err and ("Fix the value" in err or "got" in err), err
+
+
+def test_cli_rejects_binary_files_and_directories(tmp_path, capsys):
+    binary = tmp_path / "weights.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    assert main(["train", "file", str(binary), "--dry-run"]) == 2
+    assert f"{binary}: not a UTF-8 text file" in capsys.readouterr().err
+    assert main(["train", "file", str(tmp_path), "--dry-run"]) == 2
+    assert f"{tmp_path}: is a directory. Pass the path of a tuned-example YAML file" in capsys.readouterr().err
+
+
+NAN_RUN = """
+nan-pendulum:
+  run: GePPO
+  env: fault-pendulum
+  stop: {training_iteration: 3}
+  config:
+    env_config: {kind: nan_reward, at: 300}
+    train_batch_size_per_learner: 256
+    num_epochs: 1
+    num_env_runners: 0
+"""
+
+
+def test_a_failed_trial_points_to_its_error_file_under_the_storage_path(tmp_path, capsys):
+    ray.shutdown()  # the command starts its own Ray
+    register_env("fault-pendulum", Fault)  # Tune's registry lives in the Ray session
+    try:
+        (tmp_path / "nan.yaml").write_text(NAN_RUN)
+        assert main(["train", "file", str(tmp_path / "nan.yaml"), "--storage-path", str(tmp_path / "r")]) == 1
+        summary = capsys.readouterr().out.split("Summary:")[1]
+        error_file = Path(summary.split(" error ")[1].split()[0])
+        assert error_file.parent.parent == tmp_path / "r" / "nan" and error_file.name == "error.txt"
+        assert "non-finite reward = nan at env step 100" in error_file.read_text()
+    finally:
+        ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
