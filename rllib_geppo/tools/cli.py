@@ -35,6 +35,8 @@ from rllib_geppo.tools.experiment_file import (
     to_algorithm_config,
     validate_experiment,
 )
+from rllib_geppo.tools.progress import BudgetReporter
+from rllib_geppo.tools.quiet import QuietConsole, quiet_console
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +121,9 @@ def run_experiments(
     return tune.run_experiments(
         tune_experiments(specs, run_name, storage_path),
         # A table every 30 s keeps the logs of hour-long runs readable.
-        progress_reporter=tune.CLIReporter(
-            metric_columns=PROGRESS_COLUMNS, max_report_frequency=30
+        progress_reporter=BudgetReporter(
+            results_dir=_join(storage_path, run_name), stops={s.name: s.stop for s in specs},
+            metric_columns=PROGRESS_COLUMNS, max_report_frequency=30,
         ),
         verbose=1,
         # AUTO resumes if the run directory holds state, else starts fresh; ERRORED also
@@ -130,13 +133,19 @@ def run_experiments(
     )
 
 
+def _join(storage_path: str, run_name: str) -> str:
+    return f"{storage_path.rstrip('/')}/{run_name}"
+
+
 @contextmanager
-def ray_session(address: str | None) -> Iterator[None]:
+def ray_session(address: str | None, console: QuietConsole | None = None) -> Iterator[None]:
     """Joins the Ray cluster at `address`, or starts a local Ray; shuts down on exit."""
     import ray
 
     # "local", not None: ray.init() would silently join a cluster started on this machine.
     ray.init(address=address or "local")
+    if console is not None:
+        console.refresh()  # Ray's logging handlers, created by ray.init
     log.info("Ray resources: %s", ray.cluster_resources())
     try:
         yield
@@ -225,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true",
         help="resume the run in --storage-path/--name: unfinished and failed trials continue",
     )
+    file.add_argument(
+        "--verbose", "-v", action="store_true",
+        help="show every message of Ray, RLlib and Tune (default: known-harmless ones are hidden)",
+    )
     file.set_defaults(handler=train_file)
     # Its arguments, --help included, are parsed by rllib_geppo.report once imported.
     commands.add_parser(
@@ -248,7 +261,7 @@ def train_file(args: argparse.Namespace) -> int:
         "%s: %d trial(s) in %d experiment(s); results in %s/%s",
         args.file, sum(map(len, trials.values())), len(specs), storage, run_name,
     )
-    with ray_session(args.address):
+    with quiet_console(not args.verbose) as console, ray_session(args.address, console):
         results = run_experiments(specs, run_name, storage, args.resume)
         print("\nSummary:")
         for trial in results:
