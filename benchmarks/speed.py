@@ -1,14 +1,16 @@
-"""Wall-clock cost of GePPO vs RLlib's built-in PPO, side by side, on one machine.
-
-Both use the paper's settings (64x64 tanh networks, 10 epochs, 32 minibatches, gamma 0.995,
-lambda 0.97, clip 0.2, lr 3e-4, no KL/entropy terms, one EnvRunner, local learner). GePPO samples
-n = 1024 steps per iteration and trains on the last 4 batches; PPO samples 2048 and trains on
-them, so per env step GePPO takes twice PPO's gradient steps (as in the paper).
+"""Wall-clock speed of GePPO, RLlib's PPO and Stable-Baselines3's PPO, side by side in one run.
 
     python benchmarks/speed.py --env Hopper-v5 --steps 20480
 
-Prints, for each algorithm: env steps per second over the whole run (after a warm-up
-iteration), learner seconds per iteration and per 1000 env steps, and GePPO/PPO ratios.
+Every system uses the paper's settings (64x64 tanh networks, 10 epochs, gamma 0.995, lambda
+0.97, lr 3e-4, grad clip 0.5; PPO: 2048 steps per iteration in minibatches of 64, clip 0.2;
+GePPO: 1024 new steps per iteration, 32 minibatches over the 4 stored batches, so it takes twice
+PPO's gradient steps per env step). GePPO and RLlib's PPO run one EnvRunner and a local learner;
+SB3 runs in this process with VecNormalize, as a user runs it (skipped, with a note, when the
+``[baselines]`` extra is not installed).
+
+Prints per system: env steps/s over ``--steps`` env steps after a warm-up iteration, learner
+seconds per 1,000 env steps, and the ratio of env steps/s to SB3 PPO's.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from typing import Callable
 
-import numpy as np
 import ray
 from ray.rllib.algorithms.ppo import PPOConfig
 
@@ -26,7 +28,7 @@ from rllib_geppo import GePPOConfig
 logger = logging.getLogger("benchmarks.speed")
 
 
-def ppo_config(env: str) -> PPOConfig:
+def rllib_ppo(env: str) -> PPOConfig:
     """RLlib's PPO with the paper's PPO settings."""
     return (PPOConfig().environment(env).env_runners(num_env_runners=1)
             .rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh",
@@ -36,12 +38,25 @@ def ppo_config(env: str) -> PPOConfig:
                       entropy_coeff=0.0, vf_clip_param=float("inf"), grad_clip=0.5))
 
 
-def geppo_config(env: str) -> GePPOConfig:
-    return GePPOConfig().environment(env).env_runners(num_env_runners=1)
+#: The systems measured: name -> config builder (None: SB3).
+def systems(env: str) -> dict[str, Callable | None]:
+    return {
+        "GePPO defaults (GePPOConfig())": lambda: GePPOConfig().environment(env),
+        "GePPO sync, 1 env": lambda: GePPOConfig().environment(env).env_runners(
+            num_envs_per_env_runner=1).training(overlap_sampling=False),
+        "GePPO sync, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
+            num_envs_per_env_runner=8).training(overlap_sampling=False),
+        "GePPO overlapped, 1 env": lambda: GePPOConfig().environment(env).env_runners(
+            num_envs_per_env_runner=1).training(overlap_sampling=True),
+        "GePPO overlapped, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
+            num_envs_per_env_runner=8).training(overlap_sampling=True),
+        "RLlib PPO": lambda: rllib_ppo(env),
+        "SB3 PPO": None,
+    }
 
 
-def measure(name: str, config, steps: int) -> dict[str, float]:
-    """Train to ``steps`` env steps; time every iteration and every learner update."""
+def measure_rllib(config, steps: int) -> dict[str, float]:
+    """Train to ``steps`` env steps after a warm-up iteration; time every learner update."""
     algo = config.build_algo()
     learner_seconds: list[float] = []
     update = algo.learner_group.update
@@ -54,42 +69,74 @@ def measure(name: str, config, steps: int) -> dict[str, float]:
             learner_seconds.append(time.perf_counter() - start)
 
     algo.learner_group.update = timed_update
-    algo.train()  # warm-up: actor start-up, first torch calls
+    for _ in range(2):  # warm-up: actor start-up, first torch calls, GePPO's first overlap
+        start_steps = algo.train()["num_env_steps_sampled_lifetime"]
     learner_seconds.clear()
-    start_steps, start = algo.train()["num_env_steps_sampled_lifetime"], time.perf_counter()
-    learner_seconds.clear()
-    sampled = start_steps
-    while sampled < steps:
+    start, sampled = time.perf_counter(), start_steps
+    while sampled - start_steps < steps:
         sampled = algo.train()["num_env_steps_sampled_lifetime"]
     elapsed = time.perf_counter() - start
     algo.stop()
-    figures = {
-        "env_steps_per_s": (sampled - start_steps) / elapsed,
-        "learner_s_per_iter": float(np.mean(learner_seconds)),
-        "learner_s_per_1k_steps": float(np.sum(learner_seconds)) / (sampled - start_steps) * 1000,
-        "iterations": len(learner_seconds),
-    }
-    logger.info("%s: %s", name, figures)
-    return figures
+    return {"env_steps_per_s": (sampled - start_steps) / elapsed,
+            "learner_s_per_1k": sum(learner_seconds) / (sampled - start_steps) * 1000}
+
+
+def measure_sb3(env: str, steps: int) -> dict[str, float] | None:
+    try:
+        import torch
+        from stable_baselines3 import PPO
+        from stable_baselines3.common.env_util import make_vec_env
+        from stable_baselines3.common.vec_env import VecNormalize
+    except ImportError:
+        logger.warning("SB3 PPO skipped: pip install 'rllib-geppo[baselines]' to include it.")
+        return None
+    vec_env = VecNormalize(make_vec_env(env, n_envs=1, seed=0), gamma=0.995)
+    model = PPO("MlpPolicy", vec_env, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.995,
+                gae_lambda=0.97, clip_range=0.2, learning_rate=3e-4, max_grad_norm=0.5, seed=0,
+                policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh},
+                device="cpu", verbose=0)
+    learner_seconds: list[float] = []
+    train = model.train
+
+    def timed_train():
+        start = time.perf_counter()
+        try:
+            return train()
+        finally:
+            learner_seconds.append(time.perf_counter() - start)
+
+    model.train = timed_train
+    model.learn(2048)  # warm-up
+    learner_seconds.clear()
+    start = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    elapsed = time.perf_counter() - start
+    return {"env_steps_per_s": steps / elapsed, "learner_s_per_1k": sum(learner_seconds) / steps * 1000}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v5")
-    parser.add_argument("--steps", type=int, default=20480, help="env steps per algorithm")
+    parser.add_argument("--steps", type=int, default=20480, help="measured env steps per system")
+    parser.add_argument("--only", nargs="*", help="measure only these systems (names as printed)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ppo = measure("RLlib PPO", ppo_config(args.env), args.steps)
-    geppo = measure("GePPO", geppo_config(args.env), args.steps)
+    figures: dict[str, dict[str, float]] = {}
+    for name, build in systems(args.env).items():
+        if args.only and name not in args.only:
+            continue
+        result = measure_sb3(args.env, args.steps) if build is None else measure_rllib(build(), args.steps)
+        if result is not None:
+            figures[name] = result
+            logger.info("%s: %s", name, result)
     ray.shutdown()
-    rows = [("env steps / s", "env_steps_per_s"), ("learner s / iteration", "learner_s_per_iter"),
-            ("learner s / 1000 env steps", "learner_s_per_1k_steps")]
-    print(f"{args.env}, {args.steps} env steps each, 1 EnvRunner, local learner")
-    print(f"{'':28s}{'RLlib PPO':>12s}{'GePPO':>12s}{'GePPO/PPO':>12s}")
-    for label, key in rows:
-        print(f"{label:28s}{ppo[key]:12.3f}{geppo[key]:12.3f}{geppo[key] / ppo[key]:12.2f}")
-    print(f"wall-clock per env step, GePPO/PPO: {ppo['env_steps_per_s'] / geppo['env_steps_per_s']:.2f}")
+    sb3 = figures.get("SB3 PPO", {}).get("env_steps_per_s")
+    print(f"\n{args.env}, {args.steps} env steps each after warm-up, 1 EnvRunner, local learner")
+    print(f"{'':32s}{'env steps/s':>13s}{'learner s/1k steps':>20s}{'vs SB3 PPO':>12s}")
+    for name, f in figures.items():
+        ratio = f"{f['env_steps_per_s'] / sb3:.2f}x" if sb3 else "n/a"
+        print(f"{name:32s}{f['env_steps_per_s']:13,.0f}{f['learner_s_per_1k']:20.3f}{ratio:>12s}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+"""One GePPO minibatch step inside RLlib's Learner against plain eager PyTorch, side by side.
+
+    python benchmarks/learner_step.py [--env Hopper-v5] [--rounds 7]
+
+Both sides train the same networks (separate 64x64 tanh policy and value MLPs, a state-independent
+log-std) on the same minibatches of 128 from a store of 4 x 1024 samples, with the same loss
+(generalized clipped objective with standardised advantages, weighted value loss), one backward
+pass, a global-norm clip of 0.5 on the policy, and Adam, on one CPU thread:
+
+- **GePPO learner**: ``GePPOTorchLearner.run_epochs`` (what every update runs: per-epoch shuffle,
+  sliced minibatches, the non-finite guard, metrics once per update);
+- **eager, fused Adam**: the same step written plainly in torch with the fused Adam the learner
+  uses: the floor;
+- **eager, default Adam**: the same with ``torch.optim.Adam``'s defaults, as CleanRL writes it.
+
+Rounds alternate between the sides and the medians are printed, with the learner's ratio to the
+floor (the target is at most 1.3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+
+from rllib_geppo import GePPOConfig
+from rllib_geppo.core.segments import Segment, lay_out
+from rllib_geppo.core.update_inputs import UpdateInputs
+
+EPOCHS, MINIBATCHES, STORE = 10, 32, 4 * 1024
+
+
+def random_layout(env: gym.Env, rng: np.random.Generator) -> dict:
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    segments = [Segment(obs=rng.normal(size=(257, obs_dim)), actions=rng.normal(size=(256, act_dim)),
+                        rewards=rng.normal(size=256), behaviour_logp=rng.normal(-3, 0.5, size=256),
+                        versions=np.full(256, version), terminated=False)
+                for version in range(4) for _ in range(STORE // 4 // 256)]
+    return lay_out(segments)
+
+
+def learner_seconds_per_step(env: gym.Env, layout: dict) -> callable:
+    learner = GePPOConfig().environment(env.spec.id).build_learner(env=env)
+    inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={v: 1.0 for v in range(4)},
+                          reward_scale=1.0, obs_mean=np.zeros(layout["obs"].shape[1]),
+                          obs_std=np.ones(layout["obs"].shape[1]), minibatches_per_epoch=MINIBATCHES)
+    data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
+
+    def measure() -> float:
+        start = time.perf_counter()
+        learner.run_epochs(DEFAULT_MODULE_ID, data, inputs)
+        return (time.perf_counter() - start) / (EPOCHS * MINIBATCHES)
+
+    return measure
+
+
+def eager_seconds_per_step(obs_dim: int, act_dim: int, *, fused: bool) -> callable:
+    def mlp(out: int, gain: float) -> torch.nn.Sequential:
+        net = torch.nn.Sequential(torch.nn.Linear(obs_dim, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64),
+                                  torch.nn.Tanh(), torch.nn.Linear(64, out))
+        for layer, g in zip(net[::2], (math.sqrt(2), math.sqrt(2), gain)):
+            torch.nn.init.orthogonal_(layer.weight, g)
+            torch.nn.init.zeros_(layer.bias)
+        return net
+
+    pi, vf, log_std = mlp(act_dim, 0.01), mlp(1, 1.0), torch.nn.Parameter(torch.zeros(act_dim))
+    policy_params = [*pi.parameters(), log_std]
+    if fused:
+        optimizer = torch.optim.Adam([{"params": policy_params}, {"params": vf.parameters()}], lr=3e-4, fused=True)
+    else:
+        optimizer = torch.optim.Adam([*policy_params, *vf.parameters()], lr=3e-4)
+    g = torch.Generator().manual_seed(0)
+    obs, act = torch.randn(STORE, obs_dim, generator=g), torch.randn(STORE, act_dim, generator=g)
+    mu_logp, adv = torch.randn(STORE, generator=g) - 3, torch.randn(STORE, generator=g)
+    center, weights, targets = torch.ones(STORE), torch.ones(STORE), torch.randn(STORE, generator=g)
+    size = STORE // MINIBATCHES
+
+    def step(rows: torch.Tensor) -> None:
+        dist = torch.distributions.Normal(pi(obs[rows]), log_std.exp())
+        rho = torch.exp(dist.log_prob(act[rows]).sum(-1) - mu_logp[rows])
+        c, w, a = center[rows], weights[rows], adv[rows]
+        with torch.no_grad():
+            a = (a - (c * w * a).mean() / (c * w).mean()) / ((c * w * a).std(unbiased=False) + 1e-8)
+        policy_loss = torch.mean(w * torch.maximum(-rho * a, -torch.clamp(rho, c - 0.1, c + 0.1) * a))
+        value_loss = 0.5 * torch.mean(w * (targets[rows] - vf(obs[rows]).squeeze(-1)) ** 2)
+        optimizer.zero_grad(set_to_none=True)
+        (policy_loss + value_loss).backward()
+        torch.nn.utils.clip_grad_norm_(policy_params, 0.5)
+        optimizer.step()
+
+    def measure() -> float:
+        start = time.perf_counter()
+        for _ in range(EPOCHS):
+            for rows in torch.randperm(STORE).view(MINIBATCHES, size):
+                step(rows)
+        return (time.perf_counter() - start) / (EPOCHS * MINIBATCHES)
+
+    return measure
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="Hopper-v5")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    env = gym.make(args.env)
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    sides = {
+        "GePPO learner": learner_seconds_per_step(env, random_layout(env, np.random.default_rng(0))),
+        "eager, fused Adam": eager_seconds_per_step(obs_dim, act_dim, fused=True),
+        "eager, default Adam": eager_seconds_per_step(obs_dim, act_dim, fused=False),
+    }
+    for measure in sides.values():  # warm-up
+        measure()
+    times = {name: [] for name in sides}
+    for _ in range(args.rounds):
+        for name, measure in sides.items():
+            times[name].append(measure())
+    floor = statistics.median(times["eager, fused Adam"])
+    print(f"{args.env}: ms per minibatch step (minibatch {STORE // MINIBATCHES}, median of "
+          f"{args.rounds} rounds x {EPOCHS * MINIBATCHES} steps, 1 thread, torch {torch.__version__})")
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(f"  {name:22s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor")
+
+
+if __name__ == "__main__":
+    main()
