@@ -88,7 +88,9 @@ def training_step_old_api_stack(algo: GePPO) -> ResultDict:
 def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
     """A RolloutWorker's sample batch as trajectory segments, every step tagged with ``version``.
 
-    Chunks end where ``postprocess_trajectory`` marked them; s_T is the chunk's last next-obs.
+    Chunks end where ``postprocess_trajectory`` marked them; s_T is the chunk's last next-obs. A
+    RolloutWorker picks each fragment's first action before the weight sync, with the previous
+    policy: that step's behaviour log-prob is the true one, only its age is one iteration off.
     """
     ends = np.flatnonzero(batch[SEGMENT_END]) + 1
     segments = []
