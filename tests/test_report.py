@@ -111,22 +111,25 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
     assert run_cli(results, "--out", out) == 0
     rows = read_rows(out)
     geppo, ppo = rows["Hopper-v5", "GePPO"], rows["Hopper-v5", "PPO"]
+    # At equal wall-clock: PPO (1000 env steps/s) reaches the budget in T = 10 s, when GePPO
+    # (500/s) is at 5000 steps: R = 1000 and 1200 -> 1100 +- 100; PPO's R at 10 s is its final.
     expected_geppo = {"seeds": 2, "budget": 10000, "avg": 1300, "avg_se": 100, "final": 2100,
                       "final_se": 100, "avg_vs_baseline_pct": 100, "final_vs_baseline_pct": 100,
                       "steps_to_baseline_final": 4750, "env_steps_per_s": 500,
-                      "time_to_baseline_final_s": 9.5}
+                      "time_to_baseline_final_s": 9.5, "return_at_time": 1100,
+                      "return_at_time_se": 100, "time_budget_s": 10}
     expected_ppo = {"seeds": 2, "avg": 650, "avg_se": 50, "final": 1050, "final_se": 50,
                     "steps_to_baseline_final": 10000, "env_steps_per_s": 1000,
-                    "time_to_baseline_final_s": 10.0}
+                    "time_to_baseline_final_s": 10.0, "return_at_time": 1050, "time_budget_s": 10}
     for row, expected in ((geppo, expected_geppo), (ppo, expected_ppo)):
         for key, value in expected.items():
             assert as_float(row, key) == pytest.approx(value), key
     assert ppo["avg_vs_baseline_pct"] == ppo["final_vs_baseline_pct"] == ""
     table = (out / "table.md").read_text()
     assert ("| Hopper-v5 | 0.01 | GePPO | 2 | 1,300 ± 100 | +100.0% | 2,100 ± 100 | +100.0% "
-            "| 0.00475 | 10 s | 500 |") in table
+            "| 0.00475 | 10 s | 500 | 1,100 ± 100 | 10 s |") in table
     assert ("| Hopper-v5 | 0.01 | PPO | 2 | 650 ± 50 | — | 1,050 ± 50 | — | 0.01 | 10 s "
-            "| 1,000 |") in table
+            "| 1,000 | 1,050 ± 50 | 10 s |") in table
 
 
 def test_early_stopped_and_crashed_trials_are_flagged_and_left_out(results: Path, tmp_path: Path,
@@ -265,6 +268,7 @@ def test_figures_are_written(results: Path, tmp_path: Path):
     out = tmp_path / "out"
     assert run_cli(results, "--out", out) == 0
     assert_png(out / "returns.png")
+    assert_png(out / "returns_vs_time.png")
     assert_png(out / "tv.png")
     trials = report.load_trials([results])
     built = report.build_report(trials)

@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from rllib_geppo.tools import report_stats as stats
-from rllib_geppo.tools.report_plots import ReturnsPanel, TVPanel, returns_figure, tv_figure
+from rllib_geppo.tools.report_plots import (
+    ReturnsPanel,
+    TimePanel,
+    TVPanel,
+    returns_figure,
+    returns_vs_time_figure,
+    tv_figure,
+)
 from rllib_geppo.tools.report_stats import Array, Row, Run
 
 logger = logging.getLogger(__name__)
@@ -86,6 +93,7 @@ class Report:
 
     rows: list[Row]
     returns_panels: list[ReturnsPanel]
+    time_panels: list[TimePanel]
     tv_panels: list[TVPanel]  # environments where some variant logged TV
     flags: list[Flag]
     baseline: str
@@ -319,15 +327,15 @@ def _tv_panel(env: str, by_variant: Mapping[str, list[Trial]], budget: float) ->
     return TVPanel(env=env, grid=grid, bands=bands, targets=targets)
 
 
-def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baseline: str,
-                flags: list[Flag]) -> tuple[list[Row], ReturnsPanel | None, TVPanel | None]:
+def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baseline: str, flags: list[Flag]
+                ) -> tuple[list[Row], ReturnsPanel | None, TimePanel | None, TVPanel | None]:
     """One environment's rows and panels; appends the trials stopped early to ``flags``."""
     env_budget, kept, early = split_by_budget(trials, budget)
     flags += early
     if not kept or stats.grid_start([(t.run.steps, t.run.returns) for t in kept]) > env_budget:
         logger.warning("%s: no trial has returns up to the budget of %s env steps", env,
                        f"{env_budget:,.0f}")
-        return [], None, None
+        return [], None, None, None
     by_variant = _group(kept, lambda t: t.variant, _variant_key)
     excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in flags)
                 for v in by_variant}
@@ -337,18 +345,20 @@ def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baselin
     panel = ReturnsPanel(env=env, grid=grid, bands=bands, baseline=baseline,
                          baseline_final=base_final,
                          crossings={r.variant: r.steps_to_baseline_final for r in rows})
-    return rows, panel, _tv_panel(env, by_variant, env_budget)
+    time_grid, time_bands = stats.compare_at_time(runs, rows[0].time_budget_s)
+    return rows, panel, TimePanel(env, time_grid, time_bands), _tv_panel(env, by_variant, env_budget)
 
 
 def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
                  return_key: str = RETURN_KEY) -> Report:
     """Group, flag, align and compare. Raises ReportError when no environment has a trial left."""
     flags = [Flag(t, t.problem) for t in trials if t.problem]
-    report = Report([], [], [], flags, baseline, return_key)
+    report = Report([], [], [], [], flags, baseline, return_key)
     for env, env_trials in _group((t for t in trials if not t.problem), lambda t: t.env).items():
-        rows, returns_panel, tv_panel = _report_env(env, env_trials, budget, baseline, flags)
+        rows, returns_panel, time_panel, tv_panel = _report_env(env, env_trials, budget, baseline, flags)
         report.rows.extend(rows)
         report.returns_panels.extend([returns_panel] if returns_panel else [])
+        report.time_panels.extend([time_panel] if time_panel else [])
         report.tv_panels.extend([tv_panel] if tv_panel else [])
     for flag in flags:
         logger.warning("excluded %s (%s, %s, seed %s): %s", flag.trial.path, flag.trial.env,
@@ -397,10 +407,13 @@ def render_markdown(report: Report) -> str:
         "curve over training, *final* its value at the budget; ± is the standard error over "
         "seeds. "
         f"Improvements are relative to {base}; *steps to {base} final* is where the mean curve "
-        f"first reaches {base}'s final return; times are training wall time.", "",
+        f"first reaches {base}'s final return; times are training wall time; *return at T* is "
+        "the mean return after T of training, T being the shortest time any trial of the "
+        "environment took to the budget.", "",
         f"| env | budget (M steps) | variant | seeds | avg return | avg vs {base} | final return "
-        f"| final vs {base} | steps to {base} final (M) | time to {base} final | env steps/s |",
-        "|" + " --- |" * 11,
+        f"| final vs {base} | steps to {base} final (M) | time to {base} final | env steps/s "
+        "| return at T | T |",
+        "|" + " --- |" * 13,
     ]
     envs_with_base = {r.env for r in report.rows if r.variant == base}
     for row in report.rows:
@@ -409,7 +422,8 @@ def render_markdown(report: Report) -> str:
         lines.append(f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {seeds} "
                      f"| {_fmt_return(row.avg, row.avg_se)} | {avg_pct} "
                      f"| {_fmt_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
-                     f"| {row.env_steps_per_s:,.0f} |")
+                     f"| {row.env_steps_per_s:,.0f} | {_fmt_return(row.return_at_time, row.return_at_time_se)} "
+                     f"| {_fmt_duration(row.time_budget_s)} |")
     if report.flags:
         lines += ["", "## Excluded trials", ""]
         lines += [f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} "
@@ -433,8 +447,9 @@ def write_report(report: Report, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(render_markdown(report))
     write_csv(report.rows, out / "table.csv")
-    written = [out / "table.md", out / "table.csv", out / "returns.png"]
+    written = [out / "table.md", out / "table.csv", out / "returns.png", out / "returns_vs_time.png"]
     returns_figure(report.returns_panels).savefig(out / "returns.png", dpi=120)
+    returns_vs_time_figure(report.time_panels).savefig(out / "returns_vs_time.png", dpi=120)
     if report.tv_panels:
         tv_figure(report.tv_panels).savefig(out / "tv.png", dpi=120)
         written.append(out / "tv.png")

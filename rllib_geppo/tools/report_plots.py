@@ -18,8 +18,8 @@ from rllib_geppo.tools.report_stats import Array, Band
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
 _KNOWN_COLORS = {"GePPO": "tab:blue", "PPO": "tab:orange", "PPO-Adapt": "tab:green",
-                 "RLlib PPO": "tab:red"}
-_SPARE_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+                 "RLlib PPO": "tab:red", "SB3 PPO": "tab:purple", "GePPO overlapped": "tab:cyan"}
+_SPARE_COLORS = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "gold", "navy")
 _PANELS_PER_ROW = 3
 
 
@@ -33,6 +33,15 @@ class ReturnsPanel:
     baseline: str
     baseline_final: float  # NaN: no baseline run for this env
     crossings: Mapping[str, float]  # variant -> env step reaching baseline_final (NaN: never)
+
+
+@dataclass(frozen=True)
+class TimePanel:
+    """One environment's return curves against training wall time (seconds)."""
+
+    env: str
+    grid: Array  # seconds of training
+    bands: Mapping[str, Band]  # variant -> return band on grid
 
 
 @dataclass(frozen=True)
@@ -71,11 +80,12 @@ def _draw_band(ax: Axes, grid: Array, band: Band, color: str, label: str) -> Non
                     linewidth=0)
 
 
-def _finish(ax: Axes, env: str, ylabel: str) -> None:
+def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps") -> None:
     ax.set_title(env)
-    ax.set_xlabel("env steps")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    if xlabel == "env steps":
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
 
@@ -95,6 +105,17 @@ def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
             if variant != panel.baseline and isfinite(step):
                 ax.axvline(step, color=colors[variant], linestyle=":")
         _finish(ax, panel.env, "episode return")
+    return fig
+
+
+def returns_vs_time_figure(panels: Sequence[TimePanel]) -> Figure:
+    """Return vs training wall time per environment, up to the shortest run's time."""
+    fig, axes = _panel_axes(len(panels), "Return against training time (mean over seeds, ±½ s.e.)")
+    for ax, panel in zip(axes, panels):
+        colors = variant_colors(panel.bands)
+        for variant, band in panel.bands.items():
+            _draw_band(ax, panel.grid / 60, band, colors[variant], variant)
+        _finish(ax, panel.env, "episode return", xlabel="training time (min)")
     return fig
 
 

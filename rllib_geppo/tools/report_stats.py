@@ -55,6 +55,9 @@ class Row:
     steps_to_baseline_final: float  # env steps; NaN: not reached or no baseline
     env_steps_per_s: float  # budget / mean training wall time to reach it
     time_to_baseline_final_s: float  # training wall time; NaN as for steps
+    return_at_time: float  # mean return at time_budget_s of training wall time
+    return_at_time_se: float
+    time_budget_s: float  # the environment's shortest training time to the budget
 
 
 def valid_points(steps: Array, values: Array) -> tuple[Array, Array]:
@@ -150,6 +153,20 @@ def align_all(curves: Sequence[Curve], grid: Array) -> Array:
     return np.stack([align(steps, values, grid) for steps, values in curves])
 
 
+def time_budget(runs: Sequence[Run], budget: float) -> float:
+    """The shortest training wall time any of ``runs`` took to reach ``budget`` env steps."""
+    return min(float(np.interp(budget, r.steps, r.time_s)) for r in runs)
+
+
+def compare_at_time(runs: Mapping[str, Sequence[Run]], seconds: float) -> tuple[Array, dict[str, Band]]:
+    """Return against training wall time: every variant's band on one grid of seconds, from the
+    first time every run has a return up to ``seconds`` (see :func:`time_budget`)."""
+    curves = {v: [(r.time_s, r.returns) for r in rs] for v, rs in runs.items()}
+    all_curves = [c for cs in curves.values() for c in cs]
+    grid = step_grid([t for t, _ in all_curves], grid_start(all_curves), seconds)
+    return grid, {v: band(align_all(cs, grid)) for v, cs in curves.items()}
+
+
 def compare_variants(
     env: str,
     runs: Mapping[str, Sequence[Run]],
@@ -182,6 +199,8 @@ def compare_variants(
     def vs_baseline(variant: str, value: float, base: float) -> float:
         return nan if variant == baseline else improvement_pct(value, base)
 
+    seconds = time_budget([r for rs in runs.values() for r in rs], budget)
+    _, time_bands = compare_at_time(runs, seconds)
     rows = []
     for variant in runs:
         # Training time is reported every iteration (finite), so plain interpolation suffices.
@@ -198,5 +217,8 @@ def compare_variants(
             env_steps_per_s=budget / times[-1],
             time_to_baseline_final_s=float(np.interp(cross, grid, times)) if np.isfinite(cross)
             else nan,
+            return_at_time=float(time_bands[variant].mean[-1]),
+            return_at_time_se=float(time_bands[variant].se[-1]),
+            time_budget_s=seconds,
         ))
     return grid, bands, rows
