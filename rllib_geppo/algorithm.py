@@ -90,7 +90,7 @@ class GePPO(PPO):
     def setup(self, config: GePPOConfig) -> None:
         self._check_spaces(config)
         super().setup(config)
-        self.nu = config.geppo_weights  # weight of each batch age at lag 0
+        self.nu = config.nu  # weight of each batch age at lag 0
         self.store = SampleStore(capacity=len(self.nu))
         self.policy_lr = float(config.lr)
         self.policy_version = 0  # version of pi_k: the learners' weights_seq_no

@@ -170,7 +170,7 @@ class GePPOConfig(PPOConfig):
     # -- Derived quantities (one place for each) ---------------------------------------------
 
     @property
-    def geppo_weights(self) -> np.ndarray:
+    def nu(self) -> np.ndarray:
         """nu, the weight of each batch age (``[1.0]`` without sample reuse)."""
         if not self.sample_reuse:
             return np.ones(1)
@@ -183,7 +183,7 @@ class GePPOConfig(PPOConfig):
     def clip_eps(self) -> float:
         """eps of the clipped objective while the youngest stored batch is fresh (no overlap):
         eps_PPO / E_nu[i + 1] (Lemma 3). Each update's own eps follows from its ages."""
-        return self.clip_param * pw.clip_multiple(self.geppo_weights)
+        return self.clip_param * pw.clip_multiple(self.nu)
 
     @property
     def samples_per_iteration(self) -> int:
@@ -289,6 +289,6 @@ class GePPOConfig(PPOConfig):
                 "train_batch_size_per_learner",
                 f"an integer >= num_minibatches ({self.num_minibatches})")
         try:
-            self.geppo_weights
+            self.nu
         except ValueError as err:
             self._value_error(f"`policy_weights`: {err}")

@@ -72,7 +72,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
         data = self.prepare_update(module_id, layout, inputs)
         losses, steps = self.run_epochs(module_id, data, inputs)
-        stats = self.policy_change(module_id, data, inputs)
+        stats = self.policy_change_stats(module_id, data, inputs)
         self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
         return {**losses, **stats, "policy_lr": inputs.policy_lr}, steps
 
@@ -177,7 +177,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                                   "GePPOLearner.update.")
 
     @torch.no_grad()
-    def policy_change(self, module_id: ModuleID, data: dict[str, Tensor],
+    def policy_change_stats(self, module_id: ModuleID, data: dict[str, Tensor],
                       inputs: UpdateInputs) -> dict[str, float]:
         """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
         module = self.module[module_id].unwrapped()

@@ -60,7 +60,7 @@ def test_defaults_are_the_papers():
     assert (config.grad_clip, config.use_kl_loss, config.entropy_coeff) == (0.5, False, 0.0)
     assert (config.lr_adapt_factor, config.lr_adapt_min_ratio, config.vtrace_clip) == (0.03, 0.5, 1.0)
     assert config.model_config["fcnet_hiddens"] == [64, 64] and config.model_config["fcnet_activation"] == "tanh"
-    np.testing.assert_allclose(config.geppo_weights, [0.4, 0.3, 0.2, 0.1], atol=1e-6)
+    np.testing.assert_allclose(config.nu, [0.4, 0.3, 0.2, 0.1], atol=1e-6)
     assert config.clip_eps == pytest.approx(0.1)
     assert config.samples_per_iteration == 1024
     assert get_trainable_cls("GePPO") is GePPO
@@ -68,7 +68,7 @@ def test_defaults_are_the_papers():
 
 def test_sample_reuse_false_is_the_ppo_baseline():
     config = GePPOConfig().training(sample_reuse=False)
-    np.testing.assert_array_equal(config.geppo_weights, [1.0])
+    np.testing.assert_array_equal(config.nu, [1.0])
     assert config.clip_eps == pytest.approx(0.2)
     assert config.samples_per_iteration == 2048
 

@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from rllib_geppo.tools.result_keys import STEPS_KEY
+
 #: The name ``run:`` takes in a YAML file (registered with Tune by ``import rllib_geppo``).
 TRAINABLE_NAME = "SB3PPO"
 INSTALL_HINT = "pip install 'rllib-geppo[baselines]' (Stable-Baselines3)"
@@ -159,4 +161,4 @@ def sb3_ppo(config: dict[str, Any]) -> None:
             runners.update(episode_return_mean=float(np.mean(new_returns)),
                            episode_len_mean=float(np.mean(new_lengths)))
         # Nested like RLlib's results: env_runners/episode_return_mean, ...
-        tune.report({"num_env_steps_sampled_lifetime": int(model.num_timesteps), "env_runners": runners})
+        tune.report({STEPS_KEY: int(model.num_timesteps), "env_runners": runners})

@@ -24,8 +24,6 @@ import yaml
 
 
 from rllib_geppo.tools.experiment_file import (
-    RETURN_KEY,
-    STEPS_KEY,
     ExperimentSpec,
     UserError,
     trainable,
@@ -37,6 +35,7 @@ from rllib_geppo.tools.experiment_file import (
 )
 from rllib_geppo.tools.progress import BudgetReporter
 from rllib_geppo.tools.quiet import QuietConsole, quiet_console
+from rllib_geppo.tools.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ PROGRESS_COLUMNS = {
     "training_iteration": "iter",
     STEPS_KEY: "env steps",
     RETURN_KEY: "return",
-    "time_total_s": "time (s)",
+    TIME_KEY: "time (s)",
 }
 
 

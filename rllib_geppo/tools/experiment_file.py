@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, SB3PPOSettings, import_sb3
+from rllib_geppo.tools.result_keys import RETURN_KEY, STEPS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ RETIRED_RESULT_KEYS = {
     "episode_len_mean": "env_runners/episode_len_mean",
 }
 
-RETURN_KEY = "env_runners/episode_return_mean"
-STEPS_KEY = "num_env_steps_sampled_lifetime"
 
 
 

@@ -17,12 +17,10 @@ from typing import Any, Mapping
 
 from ray.tune import CLIReporter
 
+from rllib_geppo.tools.result_keys import ITERATION_KEY, STEPS_KEY, TIME_KEY
+
 #: Stop keys a budget can be read from, first match wins, with how the line names them.
-BUDGET_KEYS = {
-    "num_env_steps_sampled_lifetime": "env steps",
-    "training_iteration": "iterations",
-    "time_total_s": "seconds of training",
-}
+BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}
 
 
 def budgets_of(stop: Mapping[str, Any]) -> dict[str, float]:

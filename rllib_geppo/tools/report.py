@@ -33,6 +33,14 @@ from typing import Any
 import numpy as np
 
 from rllib_geppo.tools import report_stats as stats
+from rllib_geppo.tools.result_keys import (
+    OLD_STACK_PREFIX,
+    RETURN_KEY,
+    STEPS_KEY,
+    TIME_KEY,
+    TV_KEY,
+    TV_TARGET_KEY,
+)
 from rllib_geppo.tools.report_plots import (
     ReturnsPanel,
     TimePanel,
@@ -45,17 +53,6 @@ from rllib_geppo.tools.report_stats import Array, Row, Run
 
 logger = logging.getLogger(__name__)
 
-# In Ray 2.60 this is the mean return of the episodes completed during the iteration, which is
-# the paper's curve: RLlib's windowed MeanStats is cleared at every reduce, so the
-# ``metrics_num_episodes_for_smoothing`` window (100) only caps the episodes of one iteration.
-# With 2+ env runners it is the mean of the runners' means.
-RETURN_KEY = "env_runners/episode_return_mean"
-STEPS_KEY = "num_env_steps_sampled_lifetime"
-TIME_KEY = "time_total_s"  # training time: sum of time_this_iter_s, without Tune's set-up
-TV_KEY = "learners/default_policy/tv"
-TV_TARGET_KEY = "learners/default_policy/tv_target"
-#: Where GePPO's old-API-stack runs report the same metrics.
-OLD_STACK_PREFIX = "info/learner/default_policy/learner_stats/"
 #: Table and legend order; variants not listed follow in name order.
 VARIANT_ORDER = ("GePPO", "GePPO overlapped", "PPO", "PPO-Adapt", "SB3 PPO", "RLlib PPO")
 EXIT_BAD_INPUT = 2

@@ -1,0 +1,14 @@
+"""The keys of RLlib's result dicts that ``rllib train file``, its progress line, the report and
+the SB3 baseline read or write (``/`` separates nesting levels)."""
+
+#: In Ray 2.60, the mean return of the episodes completed during the iteration: the paper's
+#: curve (RLlib's windowed mean is cleared at every reduce, so the 100-episode window only caps
+#: one iteration's episodes). With 2+ EnvRunners, the mean of the runners' means.
+RETURN_KEY = "env_runners/episode_return_mean"
+STEPS_KEY = "num_env_steps_sampled_lifetime"
+ITERATION_KEY = "training_iteration"
+TIME_KEY = "time_total_s"  # training time: sum of time_this_iter_s, without Tune's set-up
+TV_KEY = "learners/default_policy/tv"
+TV_TARGET_KEY = "learners/default_policy/tv_target"
+#: Where GePPO's old-API-stack runs report the same learner metrics.
+OLD_STACK_PREFIX = "info/learner/default_policy/learner_stats/"
