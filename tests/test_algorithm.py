@@ -239,3 +239,25 @@ def test_two_cpu_learners():
         assert learner["num_policies"] == 2
     finally:
         algo.stop()
+
+
+def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
+    algo = (small_config(reward_scaling="running_return")
+            .env_runners(num_env_runners=1, num_envs_per_env_runner=4)).build_algo()
+    try:
+        results = [algo.train() for _ in range(3)]
+        assert [r["num_env_steps_sampled_lifetime"] for r in results] == [256, 512, 768]
+        for age, batch in enumerate(reversed(algo.store.batches)):
+            layout = batch.layout
+            assert batch.num_steps == 256 and batch.steps_by_version == {algo.policy_version - 1 - age: 256}
+            # Four envs, each cut at the end of every sample: at least four segments per batch.
+            assert (~layout[C.LOSS_MASK]).sum() >= 4
+        assert algo.obs_stats.count == 768
+        # Each env's episode runs on across samples: one running return per env stays open.
+        assert len(algo.running_returns.get_state()["open"]) == 4
+        data = prepare(algo, algo.store.update_layout())
+        assert all(torch.isfinite(t).all() for t in data.values())
+        fresh = prepare(algo, fresh_layout(algo, 64))
+        torch.testing.assert_close(fresh[C.PIK_LOGP], fresh[C.BEHAVIOUR_LOGP], atol=1e-5, rtol=0)
+    finally:
+        algo.stop()
