@@ -67,7 +67,9 @@ class GePPOConfig(PPOConfig):
         self.entropy_coeff = 0.0
         self.vf_clip_param = math.inf
         self.num_env_runners = 1
-        self.normalize_actions = False  # the policy acts in env units; actions are clipped
+        # The module's distribution is over env units (it normalises inside, see rl_module):
+        # RLlib must not rescale samples, only clip them to the bounds for the env.
+        self.normalize_actions = False
         self.clip_actions = True
         self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}
 

@@ -58,15 +58,10 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
                                 params=policy_params + value_params, lr_or_lr_schedule=None)
 
-    def param_groups(self, module_id: ModuleID) -> tuple[dict, dict]:
-        """The optimizer's (policy, value) parameter groups."""
-        policy, value = self.get_optimizer(module_id, OPTIMIZER).param_groups
-        return policy, value
-
     @override(GePPOLearner)
     def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
                       inputs: UpdateInputs) -> tuple[dict[str, float], int]:
-        policy_group, _ = self.param_groups(module_id)
+        policy_group, _ = self.get_optimizer(module_id, OPTIMIZER).param_groups
         policy_group["lr"] = inputs.policy_lr
         if inputs.obs_stats_before_update:
             self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
