@@ -50,12 +50,16 @@ class Fault(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-register_env("fault-pendulum", Fault)
+def start_ray() -> None:
+    """A local Ray with the fault env registered: Tune's registry lives in the Ray session, so
+    an env registered at import time is lost once an earlier test module's Ray has shut down."""
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
+    register_env("fault-pendulum", Fault)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
+    start_ray()
     yield
     ray.shutdown()
 
@@ -248,7 +252,7 @@ nan-pendulum:
 
 def test_a_failed_trial_points_to_its_error_file_under_the_storage_path(tmp_path, capsys):
     ray.shutdown()  # the command starts its own Ray
-    register_env("fault-pendulum", Fault)  # Tune's registry lives in the Ray session
+    register_env("fault-pendulum", Fault)  # kept until the command's Ray starts
     try:
         (tmp_path / "nan.yaml").write_text(NAN_RUN)
         assert main(["train", "file", str(tmp_path / "nan.yaml"), "--storage-path", str(tmp_path / "r")]) == 1
@@ -257,4 +261,4 @@ def test_a_failed_trial_points_to_its_error_file_under_the_storage_path(tmp_path
         assert error_file.parent.parent == tmp_path / "r" / "nan" and error_file.name == "error.txt"
         assert "non-finite reward = nan at env step 100" in error_file.read_text()
     finally:
-        ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
+        start_ray()

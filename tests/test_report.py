@@ -24,8 +24,10 @@ import pytest
 from rllib_geppo.tools import report
 from rllib_geppo.tools.report_plots import ReturnsPanel, returns_figure
 from rllib_geppo.tools.report_stats import (
+    Run,
     band,
     common_budget,
+    compare_at_time,
     first_crossing,
     improvement_pct,
     step_grid,
@@ -318,6 +320,18 @@ def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():
 def test_step_grid_holds_every_knot_within_range():
     grid = step_grid([np.array([1000, 2000, 3000]), np.array([1500, 3500])], 1500, 3000)
     assert grid.tolist() == [1500, 2000, 3000]
+
+
+def test_return_at_time_is_empty_when_runs_share_no_window_of_time():
+    fast = Run(steps=np.array([256.0, 512.0, 768.0]), returns=np.array([-900.0, -800.0, -800.0]),
+               time_s=np.array([0.2, 0.4, 2.5]))
+    slow = Run(steps=np.array([256.0, 512.0]), returns=np.array([-700.0, -600.0]),
+               time_s=np.array([1.0, 2.0]))
+    # Up to 0.4 s only the fast run has reported: the slow one starts at 1.0 s.
+    grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=0.4)
+    assert grid.size == 0 and bands == {}
+    grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=2.0)
+    assert grid.tolist() == [1.0, 2.0] and bands["slow"].mean.tolist() == [-700.0, -600.0]
 
 
 def test_improvement_is_positive_for_higher_negative_returns():

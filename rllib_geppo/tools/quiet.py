@@ -58,7 +58,12 @@ class _LineFilter(io.TextIOBase):
         self.target.flush()
 
     def isatty(self) -> bool:
-        return self.target.isatty()
+        # Asked at exit too (colorama's atexit hook), when pytest has closed its capture stream.
+        return not self.closed and self.target.isatty()
+
+    @property
+    def closed(self) -> bool:
+        return getattr(self.target, "closed", False)
 
     @property
     def encoding(self) -> str:

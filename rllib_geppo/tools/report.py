@@ -343,7 +343,8 @@ def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baselin
                          baseline_final=base_final,
                          crossings={r.variant: r.steps_to_baseline_final for r in rows})
     time_grid, time_bands = stats.compare_at_time(runs, rows[0].time_budget_s)
-    return rows, panel, TimePanel(env, time_grid, time_bands), _tv_panel(env, by_variant, env_budget)
+    time_panel = TimePanel(env, time_grid, time_bands) if time_bands else None
+    return rows, panel, time_panel, _tv_panel(env, by_variant, env_budget)
 
 
 def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
@@ -370,6 +371,8 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
 
 
 def _fmt_return(value: float, se: float) -> str:
+    if not math.isfinite(value):
+        return "n/a"
     number = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
     if not math.isfinite(se):
         return number
@@ -444,9 +447,14 @@ def write_report(report: Report, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(render_markdown(report))
     write_csv(report.rows, out / "table.csv")
-    written = [out / "table.md", out / "table.csv", out / "returns.png", out / "returns_vs_time.png"]
+    written = [out / "table.md", out / "table.csv", out / "returns.png"]
     returns_figure(report.returns_panels).savefig(out / "returns.png", dpi=120)
-    returns_vs_time_figure(report.time_panels).savefig(out / "returns_vs_time.png", dpi=120)
+    if report.time_panels:
+        returns_vs_time_figure(report.time_panels).savefig(out / "returns_vs_time.png", dpi=120)
+        written.append(out / "returns_vs_time.png")
+    else:
+        logger.info("no environment's runs share a window of training time: "
+                    "returns_vs_time.png not written")
     if report.tv_panels:
         tv_figure(report.tv_panels).savefig(out / "tv.png", dpi=120)
         written.append(out / "tv.png")

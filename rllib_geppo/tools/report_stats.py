@@ -160,10 +160,17 @@ def time_budget(runs: Sequence[Run], budget: float) -> float:
 
 def compare_at_time(runs: Mapping[str, Sequence[Run]], seconds: float) -> tuple[Array, dict[str, Band]]:
     """Return against training wall time: every variant's band on one grid of seconds, from the
-    first time every run has a return up to ``seconds`` (see :func:`time_budget`)."""
+    first time every run has a return up to ``seconds`` (see :func:`time_budget`).
+
+    Empty (no grid, no bands) when some run reports its first return only after ``seconds``:
+    the runs share no window of time, and extrapolating would invent returns.
+    """
     curves = {v: [(r.time_s, r.returns) for r in rs] for v, rs in runs.items()}
     all_curves = [c for cs in curves.values() for c in cs]
-    grid = step_grid([t for t, _ in all_curves], grid_start(all_curves), seconds)
+    start = grid_start(all_curves)
+    if start > seconds:
+        return np.empty(0), {}
+    grid = step_grid([t for t, _ in all_curves], start, seconds)
     return grid, {v: band(align_all(cs, grid)) for v, cs in curves.items()}
 
 
@@ -217,8 +224,8 @@ def compare_variants(
             env_steps_per_s=budget / times[-1],
             time_to_baseline_final_s=float(np.interp(cross, grid, times)) if np.isfinite(cross)
             else nan,
-            return_at_time=float(time_bands[variant].mean[-1]),
-            return_at_time_se=float(time_bands[variant].se[-1]),
+            return_at_time=float(time_bands[variant].mean[-1]) if time_bands else nan,
+            return_at_time_se=float(time_bands[variant].se[-1]) if time_bands else nan,
             time_budget_s=seconds,
         ))
     return grid, bands, rows
