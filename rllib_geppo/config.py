@@ -14,6 +14,7 @@ from ray.rllib.utils.from_config import NotProvided
 
 from rllib_geppo.core import policy_weights as pw
 from rllib_geppo.core.gradients import CLIP_BY
+from rllib_geppo.env_runner_pipelines import untimed
 
 #: What to do with an episode chunk holding a NaN or infinite reward or observation.
 NONFINITE_DATA = ("error", "drop")
@@ -209,6 +210,14 @@ class GePPOConfig(PPOConfig):
         from rllib_geppo.torch_learner import GePPOTorchLearner
 
         return GePPOTorchLearner
+
+    @override(PPOConfig)
+    def build_env_to_module_connector(self, env=None, spaces=None, device=None):
+        return untimed(super().build_env_to_module_connector(env=env, spaces=spaces, device=device))
+
+    @override(PPOConfig)
+    def build_module_to_env_connector(self, env=None, spaces=None):
+        return untimed(super().build_module_to_env_connector(env=env, spaces=spaces))
 
     @override(PPOConfig)
     def validate(self) -> None:

@@ -127,6 +127,17 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             out = torch.cat([mean, log_std.expand_as(mean)], dim=-1)
         return {Columns.ACTION_DIST_INPUTS: out}
 
+    # No layer here acts differently in train and eval mode (no dropout, no batch norm), so
+    # acting skips the eval()/train() walk over the submodules that TorchRLModule does around
+    # every call: on an EnvRunner that is twice per env step, for nothing.
+    @override(TorchRLModule)
+    def forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return self._forward_exploration(batch, **kwargs)
+
+    @override(TorchRLModule)
+    def forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return self._forward_inference(batch, **kwargs)
+
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Values go through forward_train too, so that a DDP-wrapped module (2+ learners)

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import ray
 import torch
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate, GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module import RLModule
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.tune.registry import get_trainable_cls
@@ -261,3 +263,35 @@ def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
         torch.testing.assert_close(fresh[C.PIK_LOGP], fresh[C.BEHAVIOUR_LOGP], atol=1e-5, rtol=0)
     finally:
         algo.stop()
+
+
+def test_untimed_pipelines_sample_what_rllibs_pipelines_sample():
+    """GePPO's EnvRunner pipelines leave out only RLlib's per-piece timers: the same pieces,
+    seed and weights give the same episodes, and no connector timer is logged."""
+    config = small_config().env_runners(num_env_runners=0)
+    untimed_runner = SingleAgentEnvRunner(config=config)
+    stock_runner = SingleAgentEnvRunner(config=config)
+    stock_runner._env_to_module = PPOConfig.build_env_to_module_connector(
+        config, env=stock_runner.env, spaces=stock_runner.spaces, device=stock_runner._device)
+    stock_runner._module_to_env = PPOConfig.build_module_to_env_connector(
+        config, env=stock_runner.env, spaces=stock_runner.spaces)
+    assert type(untimed_runner._env_to_module).__name__ == "UntimedEnvToModulePipeline"
+    assert type(stock_runner._env_to_module).__name__ == "EnvToModulePipeline"
+    stock_runner.module.load_state_dict(untimed_runner.module.state_dict())
+    samples = []
+    for runner in (untimed_runner, stock_runner):
+        torch.manual_seed(0)
+        episodes = runner.sample(num_timesteps=300, random_actions=False)
+        samples.append((episodes, runner.get_metrics()))
+    (untimed, untimed_metrics), (stock, stock_metrics) = samples
+    assert [len(e) for e in untimed] == [len(e) for e in stock] and sum(map(len, untimed)) == 300
+    for a, b in zip(untimed, stock):
+        np.testing.assert_array_equal(a.get_observations(), b.get_observations())
+        np.testing.assert_array_equal(a.get_actions(), b.get_actions())
+        np.testing.assert_array_equal(a.get_rewards(), b.get_rewards())
+        np.testing.assert_array_equal(a.get_extra_model_outputs(Columns.ACTION_LOGP),
+                                      b.get_extra_model_outputs(Columns.ACTION_LOGP))
+    for timers in ("env_to_module_connector", "module_to_env_connector"):
+        assert timers in stock_metrics and timers not in untimed_metrics
+    for runner in (untimed_runner, stock_runner):
+        runner.stop()
