@@ -14,7 +14,7 @@ from ray.rllib.utils.from_config import NotProvided
 
 from rllib_geppo.core import policy_weights as pw
 from rllib_geppo.core.gradients import CLIP_BY
-from rllib_geppo.env_runner_pipelines import untimed
+from rllib_geppo.env_runner_pipelines import lean
 
 #: What to do with an episode chunk holding a NaN or infinite reward or observation.
 NONFINITE_DATA = ("error", "drop")
@@ -213,11 +213,14 @@ class GePPOConfig(PPOConfig):
 
     @override(PPOConfig)
     def build_env_to_module_connector(self, env=None, spaces=None, device=None):
-        return untimed(super().build_env_to_module_connector(env=env, spaces=spaces, device=device))
+        # RLlib's pieces, run without per-piece bookkeeping on every env step (see the module).
+        pipeline = super().build_env_to_module_connector(env=env, spaces=spaces, device=device)
+        return lean(pipeline, device=device)
 
     @override(PPOConfig)
     def build_module_to_env_connector(self, env=None, spaces=None):
-        return untimed(super().build_module_to_env_connector(env=env, spaces=spaces))
+        pipeline = super().build_module_to_env_connector(env=env, spaces=spaces)
+        return lean(pipeline, normalize_actions=self.normalize_actions, clip_actions=self.clip_actions)
 
     @override(PPOConfig)
     def validate(self) -> None:

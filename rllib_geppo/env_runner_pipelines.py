@@ -1,21 +1,60 @@
-"""The EnvRunners' connector pipelines, without RLlib's per-piece timers.
+"""The EnvRunners' connector pipelines, lean: RLlib's pieces without per-piece bookkeeping.
 
-RLlib's ``ConnectorPipelineV2`` times every connector piece on every env step into the
-EnvRunner's ``MetricsLogger`` (a timer, an EMA push, a NaN check and a regex on the class name
-per piece): on Hopper-v5 with 64x64 networks that bookkeeping costs about a quarter of the
-EnvRunner's time per step. The pipelines below run the same pieces, in the same order, with the
-same arguments (``metrics`` included, so a piece that logs its own metrics still does); only the
-timers and the pipelines' episode-length counters are gone. The EnvRunner still reports its
-sampling time as a whole.
+RLlib's ``ConnectorPipelineV2`` runs its pieces one after another on every env step and times
+each into the EnvRunner's ``MetricsLogger`` (a timer, an EMA push, a NaN check and a regex on
+the class name per piece). The default pieces themselves regroup a batch of one observation
+per env through nested per-episode structures. On Hopper-v5 with 64x64 networks that is more
+than half the EnvRunner's time per step, several times MuJoCo's.
+
+:func:`lean` gives the EnvRunner two cheaper pipelines with the same pieces and state:
+
+- **fused**, when the pieces are RLlib's defaults for a single-agent module: the same result in
+  one step (stack the latest observations into a tensor; sample actions and their log-probs
+  from the module's distribution and clip them for the env). Any call they were not built for
+  (a stateful module, a pre-filled batch, actions already chosen) runs the pieces instead.
+- **untimed**, for any other pieces (a user's connectors): the pieces in order, with the same
+  arguments (``metrics`` included, so a piece that logs its own metrics still does), untimed.
+
+Either way the EnvRunner still reports its sampling time as a whole; only the per-piece timers
+and the pipelines' episode-length counters are gone. ``tests/test_algorithm.py`` checks that
+the episodes are the same as with RLlib's own pipelines.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.connectors.common import (
+    AddStatesFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    BatchIndividualItems,
+    NumpyToTensor,
+    TensorToNumpy,
+)
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
-from ray.rllib.connectors.env_to_module import EnvToModulePipeline
-from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
+from ray.rllib.connectors.env_to_module import AddObservationsFromEpisodesToBatch, EnvToModulePipeline
+from ray.rllib.connectors.module_to_env import (
+    GetActions,
+    ListifyDataForVectorEnv,
+    ModuleToEnvPipeline,
+    NormalizeAndClipActions,
+    RemoveSingleTsTimeRankFromBatch,
+    UnBatchToIndividualItems,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.torch_utils import convert_to_torch_tensor
+
+#: RLlib 2.60's default pieces for a single-agent module, in order: what the fused pipelines fuse.
+DEFAULT_ENV_TO_MODULE = (AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAndZeroPad,
+                         AddStatesFromEpisodesToBatch, BatchIndividualItems, NumpyToTensor)
+DEFAULT_MODULE_TO_ENV = (GetActions, TensorToNumpy, UnBatchToIndividualItems,
+                         RemoveSingleTsTimeRankFromBatch, NormalizeAndClipActions,
+                         ListifyDataForVectorEnv)
 
 
 class _Untimed:
@@ -44,18 +83,92 @@ class UntimedModuleToEnvPipeline(_Untimed, ModuleToEnvPipeline):
     """RLlib's module-to-env pipeline, untimed."""
 
 
-_UNTIMED = {EnvToModulePipeline: UntimedEnvToModulePipeline,
-            ModuleToEnvPipeline: UntimedModuleToEnvPipeline}
+def _fusable(rl_module, episodes: list) -> bool:
+    """The calls the fused pipelines are built for: what RLlib's SingleAgentEnvRunner makes."""
+    return (not rl_module.is_stateful()
+            and all(isinstance(episode, SingleAgentEpisode) for episode in episodes))
 
 
-def untimed(pipeline: ConnectorPipelineV2) -> ConnectorPipelineV2:
-    """The untimed pipeline of the same connector pieces (the same objects) and input spaces.
+class FusedEnvToModulePipeline(UntimedEnvToModulePipeline):
+    """RLlib's default env-to-module pieces in one step: each episode's latest observation,
+    stacked into one float32 tensor on the EnvRunner's device."""
+
+    def __init__(self, *args, device=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.device = device
+
+    def __call__(self, *, rl_module, batch: dict | None = None, episodes, **kwargs) -> dict[str, Any]:
+        if batch or not _fusable(rl_module, episodes):
+            return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+        observations = np.stack([episode.get_observations(-1) for episode in episodes])
+        return {Columns.OBS: convert_to_torch_tensor(observations, device=self.device)}
+
+
+class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
+    """RLlib's default module-to-env pieces in one step: actions sampled from the module's
+    distribution (its mode when not exploring) with their log-probs, one item per env, and the
+    actions clipped to the env's bounds for the env (the unclipped ones go into the episode)."""
+
+    def __init__(self, *args, clip_actions: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.clip_actions = clip_actions
+
+    def __call__(self, *, rl_module, batch: dict, episodes, explore=None, **kwargs) -> dict[str, Any]:
+        if (Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch
+                or not _fusable(rl_module, episodes)):
+            return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes,
+                                    explore=explore, **kwargs)
+        dist_cls = (rl_module.get_exploration_action_dist_cls() if explore
+                    else rl_module.get_inference_action_dist_cls())
+        dist = dist_cls.from_logits(batch[Columns.ACTION_DIST_INPUTS])
+        if not explore:
+            dist = dist.to_deterministic()
+        actions = dist.sample()
+        out = dict(batch)
+        out.setdefault(Columns.ACTION_LOGP, dist.logp(actions))
+        # One item per env in every column but the actions, which the vector env takes batched.
+        out = {column: list(_numpy(values)) for column, values in out.items()}
+        out[Columns.ACTIONS] = _numpy(actions)
+        out[Columns.ACTIONS_FOR_ENV] = self._for_env(out[Columns.ACTIONS])
+        return out
+
+    def _for_env(self, actions: np.ndarray) -> np.ndarray:
+        space = self.input_action_space
+        if self.clip_actions and isinstance(space, gym.spaces.Box):
+            return np.clip(actions, space.low, space.high)
+        return actions.copy()
+
+
+def _numpy(values: Any) -> np.ndarray:
+    # What TensorToNumpy does to a tensor column, without its walk over nested structures.
+    return values.detach().cpu().numpy() if torch.is_tensor(values) else convert_to_numpy(values)
+
+
+def _classes(pipeline: ConnectorPipelineV2) -> tuple[type, ...]:
+    return tuple(type(connector) for connector in pipeline.connectors)
+
+
+def lean(pipeline: ConnectorPipelineV2, *, device=None, normalize_actions: bool = False,
+         clip_actions: bool = True) -> ConnectorPipelineV2:
+    """The fused or untimed pipeline of the same pieces (the same objects) and input spaces.
+
+    Args:
+        pipeline: a pipeline RLlib's config built for an EnvRunner.
+        device: where the env-to-module pipeline puts the observations (as NumpyToTensor).
+        normalize_actions, clip_actions: the config's settings for the module-to-env pipeline;
+            the fused one handles clipping only (normalising goes through the pieces).
 
     A pipeline of any other class (a user's own) is returned unchanged.
     """
-    untimed_class = _UNTIMED.get(type(pipeline))
-    if untimed_class is None:
-        return pipeline
-    return untimed_class(input_observation_space=pipeline.input_observation_space,
-                         input_action_space=pipeline.input_action_space,
-                         connectors=pipeline.connectors)
+    spaces = {"input_observation_space": pipeline.input_observation_space,
+              "input_action_space": pipeline.input_action_space,
+              "connectors": pipeline.connectors}
+    if type(pipeline) is EnvToModulePipeline:
+        if _classes(pipeline) == DEFAULT_ENV_TO_MODULE:
+            return FusedEnvToModulePipeline(device=device, **spaces)
+        return UntimedEnvToModulePipeline(**spaces)
+    if type(pipeline) is ModuleToEnvPipeline:
+        if _classes(pipeline) == DEFAULT_MODULE_TO_ENV and not normalize_actions:
+            return FusedModuleToEnvPipeline(clip_actions=clip_actions, **spaces)
+        return UntimedModuleToEnvPipeline(**spaces)
+    return pipeline

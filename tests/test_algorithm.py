@@ -265,33 +265,40 @@ def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
         algo.stop()
 
 
-def test_untimed_pipelines_sample_what_rllibs_pipelines_sample():
-    """GePPO's EnvRunner pipelines leave out only RLlib's per-piece timers: the same pieces,
-    seed and weights give the same episodes, and no connector timer is logged."""
-    config = small_config().env_runners(num_env_runners=0)
-    untimed_runner = SingleAgentEnvRunner(config=config)
+@pytest.mark.parametrize(("env", "explore"), [("Pendulum-v1", True), ("CartPole-v1", True),
+                                              ("Pendulum-v1", False)])
+def test_lean_pipelines_sample_what_rllibs_pipelines_sample(env, explore):
+    """GePPO's EnvRunner pipelines leave out only RLlib's per-piece bookkeeping: the same
+    pieces, seed and weights give the same episodes (cut, truncated and terminated ones, over
+    two envs; clipped Gaussian and categorical actions), and no connector timer is logged."""
+    config = small_config(env).env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+    lean_runner = SingleAgentEnvRunner(config=config)
     stock_runner = SingleAgentEnvRunner(config=config)
     stock_runner._env_to_module = PPOConfig.build_env_to_module_connector(
         config, env=stock_runner.env, spaces=stock_runner.spaces, device=stock_runner._device)
     stock_runner._module_to_env = PPOConfig.build_module_to_env_connector(
         config, env=stock_runner.env, spaces=stock_runner.spaces)
-    assert type(untimed_runner._env_to_module).__name__ == "UntimedEnvToModulePipeline"
+    assert type(lean_runner._env_to_module).__name__ == "FusedEnvToModulePipeline"
+    assert type(lean_runner._module_to_env).__name__ == "FusedModuleToEnvPipeline"
     assert type(stock_runner._env_to_module).__name__ == "EnvToModulePipeline"
-    stock_runner.module.load_state_dict(untimed_runner.module.state_dict())
+    stock_runner.module.load_state_dict(lean_runner.module.state_dict())
     samples = []
-    for runner in (untimed_runner, stock_runner):
+    for runner in (lean_runner, stock_runner):
         torch.manual_seed(0)
-        episodes = runner.sample(num_timesteps=300, random_actions=False)
+        episodes = runner.sample(num_timesteps=500, explore=explore)
         samples.append((episodes, runner.get_metrics()))
-    (untimed, untimed_metrics), (stock, stock_metrics) = samples
-    assert [len(e) for e in untimed] == [len(e) for e in stock] and sum(map(len, untimed)) == 300
-    for a, b in zip(untimed, stock):
+    (lean, lean_metrics), (stock, stock_metrics) = samples
+    assert [len(e) for e in lean] == [len(e) for e in stock] and sum(map(len, lean)) == 500
+    assert any(e.is_done for e in lean) and not all(e.is_done for e in lean)
+    for a, b in zip(lean, stock):
         np.testing.assert_array_equal(a.get_observations(), b.get_observations())
         np.testing.assert_array_equal(a.get_actions(), b.get_actions())
         np.testing.assert_array_equal(a.get_rewards(), b.get_rewards())
-        np.testing.assert_array_equal(a.get_extra_model_outputs(Columns.ACTION_LOGP),
-                                      b.get_extra_model_outputs(Columns.ACTION_LOGP))
+        assert (a.is_terminated, a.is_truncated) == (b.is_terminated, b.is_truncated)
+        for column in (Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS):
+            np.testing.assert_array_equal(a.get_extra_model_outputs(column),
+                                          b.get_extra_model_outputs(column))
     for timers in ("env_to_module_connector", "module_to_env_connector"):
-        assert timers in stock_metrics and timers not in untimed_metrics
-    for runner in (untimed_runner, stock_runner):
+        assert timers in stock_metrics and timers not in lean_metrics
+    for runner in (lean_runner, stock_runner):
         runner.stop()
