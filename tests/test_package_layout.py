@@ -67,3 +67,45 @@ def test_stored_columns_read_like_an_rllib_train_batch():
         Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS, Columns.ACTION_LOGP,
         Columns.LOSS_MASK)
     assert C.VERSION == WEIGHTS_SEQ_NO
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Module -> the package modules it imports when it is imported (not inside functions)."""
+    import ast
+
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = name if parts[-1] == "__init__" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.parse(path.read_text()).body:  # top level only
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                                    + ([base] if base else []))
+                targets |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+        graph[name] = {t for t in targets if t.startswith("rllib_geppo")}
+    return {m: {t for t in ts if t in graph and t != m} for m, ts in graph.items()}
+
+
+def test_no_import_circle():
+    graph = module_imports()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            assert state.get(target) != 1, "import circle: " + " -> ".join(path + [target])
+            if target not in state:
+                visit(target, path + [target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    # The one edge the other way, config -> algorithm, is RLlib's idiom: imported in a function.
+    assert "rllib_geppo.algorithm" not in graph["rllib_geppo.config"]
