@@ -5,7 +5,9 @@
 Every system uses the paper's settings (64x64 tanh networks, 10 epochs, gamma 0.995, lambda
 0.97, lr 3e-4, grad clip 0.5; PPO: 2048 steps per iteration in minibatches of 64, clip 0.2;
 GePPO: 1024 new steps per iteration, 32 minibatches over the 4 stored batches, so it takes twice
-PPO's gradient steps per env step). GePPO and RLlib's PPO run one EnvRunner and a local learner;
+PPO's gradient steps per env step). The PPO baseline is this project's code with
+``sample_reuse=False`` (the paper's PPO, on RLlib with GePPO's EnvRunner pipelines and learner).
+GePPO, the PPO baseline and RLlib's PPO run one EnvRunner and a local learner;
 SB3 runs in this process with VecNormalize, as a user runs it (skipped, with a note, when the
 ``[baselines]`` extra is not installed).
 
@@ -50,6 +52,8 @@ def systems(env: str) -> dict[str, Callable | None]:
             num_envs_per_env_runner=1).training(overlap_sampling=True),
         "GePPO overlapped, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=8).training(overlap_sampling=True),
+        "PPO baseline (this project)": lambda: GePPOConfig().environment(env).training(
+            sample_reuse=False, adaptive_lr=False),
         "RLlib PPO": lambda: rllib_ppo(env),
         "SB3 PPO": None,
     }
