@@ -8,6 +8,7 @@ import pytest
 import ray
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.env_to_module import MeanStdFilter
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate, GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -265,20 +266,25 @@ def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
         algo.stop()
 
 
-@pytest.mark.parametrize(("env", "explore"), [("Pendulum-v1", True), ("CartPole-v1", True),
-                                              ("Pendulum-v1", False)])
-def test_lean_pipelines_sample_what_rllibs_pipelines_sample(env, explore):
+@pytest.mark.parametrize(("env", "explore", "user_connector"), [
+    ("Pendulum-v1", True, False), ("CartPole-v1", True, False), ("Pendulum-v1", False, False),
+    ("Pendulum-v1", True, True)])
+def test_lean_pipelines_sample_what_rllibs_pipelines_sample(env, explore, user_connector):
     """GePPO's EnvRunner pipelines leave out only RLlib's per-piece bookkeeping: the same
     pieces, seed and weights give the same episodes (cut, truncated and terminated ones, over
-    two envs; clipped Gaussian and categorical actions), and no connector timer is logged."""
-    config = small_config(env).env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+    two envs; clipped Gaussian and categorical actions; a user's env-to-module connector, run
+    untimed), and no connector timer is logged."""
+    config = small_config(env).env_runners(
+        num_env_runners=0, num_envs_per_env_runner=2,
+        env_to_module_connector=(lambda env, spaces, device: MeanStdFilter()) if user_connector else None)
     lean_runner = SingleAgentEnvRunner(config=config)
     stock_runner = SingleAgentEnvRunner(config=config)
     stock_runner._env_to_module = PPOConfig.build_env_to_module_connector(
         config, env=stock_runner.env, spaces=stock_runner.spaces, device=stock_runner._device)
     stock_runner._module_to_env = PPOConfig.build_module_to_env_connector(
         config, env=stock_runner.env, spaces=stock_runner.spaces)
-    assert type(lean_runner._env_to_module).__name__ == "FusedEnvToModulePipeline"
+    assert type(lean_runner._env_to_module).__name__ == (
+        "UntimedEnvToModulePipeline" if user_connector else "FusedEnvToModulePipeline")
     assert type(lean_runner._module_to_env).__name__ == "FusedModuleToEnvPipeline"
     assert type(stock_runner._env_to_module).__name__ == "EnvToModulePipeline"
     stock_runner.module.load_state_dict(lean_runner.module.state_dict())
