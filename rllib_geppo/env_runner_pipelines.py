@@ -45,11 +45,11 @@ from ray.rllib.connectors.module_to_env import (
     UnBatchToIndividualItems,
 )
 from ray.rllib.core.columns import Columns
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
-#: RLlib 2.60's default pieces for a single-agent module, in order: what the fused pipelines fuse.
+#: RLlib 2.60's default pieces for a single-agent module, in order: what the fused pipelines fuse
+#: (multi-agent pipelines hold more pieces, so they are never fused).
 DEFAULT_ENV_TO_MODULE = (AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAndZeroPad,
                          AddStatesFromEpisodesToBatch, BatchIndividualItems, NumpyToTensor)
 DEFAULT_MODULE_TO_ENV = (GetActions, TensorToNumpy, UnBatchToIndividualItems,
@@ -83,12 +83,6 @@ class UntimedModuleToEnvPipeline(_Untimed, ModuleToEnvPipeline):
     """RLlib's module-to-env pipeline, untimed."""
 
 
-def _fusable(rl_module, episodes: list) -> bool:
-    """The calls the fused pipelines are built for: what RLlib's SingleAgentEnvRunner makes."""
-    return (not rl_module.is_stateful()
-            and all(isinstance(episode, SingleAgentEpisode) for episode in episodes))
-
-
 class FusedEnvToModulePipeline(UntimedEnvToModulePipeline):
     """RLlib's default env-to-module pieces in one step: each episode's latest observation,
     stacked into one float32 tensor on the EnvRunner's device."""
@@ -98,7 +92,7 @@ class FusedEnvToModulePipeline(UntimedEnvToModulePipeline):
         self.device = device
 
     def __call__(self, *, rl_module, batch: dict | None = None, episodes, **kwargs) -> dict[str, Any]:
-        if batch or not _fusable(rl_module, episodes):
+        if batch or rl_module.is_stateful():
             return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
         observations = np.stack([episode.get_observations(-1) for episode in episodes])
         return {Columns.OBS: convert_to_torch_tensor(observations, device=self.device)}
@@ -115,7 +109,7 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
 
     def __call__(self, *, rl_module, batch: dict, episodes, explore=None, **kwargs) -> dict[str, Any]:
         if (Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch
-                or not _fusable(rl_module, episodes)):
+                or rl_module.is_stateful()):
             return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes,
                                     explore=explore, **kwargs)
         dist_cls = (rl_module.get_exploration_action_dist_cls() if explore

@@ -173,7 +173,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
 
     @torch.no_grad()
     def policy_change_stats(self, module_id: ModuleID, data: dict[str, Tensor],
-                      inputs: UpdateInputs) -> dict[str, float]:
+                            inputs: UpdateInputs) -> dict[str, float]:
         """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
         module = self.module[module_id].unwrapped()
         dist_cls = module.get_train_action_dist_cls()

@@ -257,8 +257,8 @@ def train_file(args: argparse.Namespace) -> int:
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
     log.info(
-        "%s: %d trial(s) in %d experiment(s); results in %s/%s",
-        args.file, sum(map(len, trials.values())), len(specs), storage, run_name,
+        "%s: %d trial(s) in %d experiment(s); results in %s",
+        args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name),
     )
     with quiet_console(not args.verbose) as console, ray_session(args.address, console):
         results = run_experiments(specs, run_name, storage, args.resume)

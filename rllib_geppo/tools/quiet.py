@@ -36,6 +36,10 @@ KNOWN_NOISE = (
 )
 
 
+def _is_noise(line: str) -> bool:
+    return any(noise in line for noise in KNOWN_NOISE)
+
+
 class _LineFilter(io.TextIOBase):
     """A text stream that passes whole lines to ``target`` unless they hold known noise."""
 
@@ -46,13 +50,13 @@ class _LineFilter(io.TextIOBase):
     def write(self, text: str) -> int:
         lines = (self._partial + text).split("\n")
         self._partial = lines.pop()
-        kept = [line for line in lines if not any(noise in line for noise in KNOWN_NOISE)]
+        kept = [line for line in lines if not _is_noise(line)]
         if kept:
             self.target.write("\n".join(kept) + "\n")
         return len(text)
 
     def flush(self) -> None:
-        if self._partial and not any(noise in self._partial for noise in KNOWN_NOISE):
+        if self._partial and not _is_noise(self._partial):
             self.target.write(self._partial)
         self._partial = ""
         self.target.flush()

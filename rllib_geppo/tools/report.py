@@ -337,13 +337,14 @@ def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baselin
     excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in flags)
                 for v in by_variant}
     runs = {v: [t.run for t in ts] for v, ts in by_variant.items()}
-    grid, bands, rows = stats.compare_variants(env, runs, env_budget, baseline, excluded)
+    comparison = stats.compare_variants(env, runs, env_budget, baseline, excluded)
+    rows = comparison.rows
     base_final = next((r.final for r in rows if r.variant == baseline), math.nan)
-    panel = ReturnsPanel(env=env, grid=grid, bands=bands, baseline=baseline,
+    panel = ReturnsPanel(env=env, grid=comparison.grid, bands=comparison.bands, baseline=baseline,
                          baseline_final=base_final,
                          crossings={r.variant: r.steps_to_baseline_final for r in rows})
-    time_grid, time_bands = stats.compare_at_time(runs, rows[0].time_budget_s)
-    time_panel = TimePanel(env, time_grid, time_bands) if time_bands else None
+    time_panel = (TimePanel(env, comparison.time_grid, comparison.time_bands)
+                  if comparison.time_bands else None)
     return rows, panel, time_panel, _tv_panel(env, by_variant, env_budget)
 
 

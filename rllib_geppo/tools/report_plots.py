@@ -80,11 +80,12 @@ def _draw_band(ax: Axes, grid: Array, band: Band, color: str, label: str) -> Non
                     linewidth=0)
 
 
-def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps") -> None:
+def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: bool = True) -> None:
+    """Title, labels, grid and legend; ``eng_x`` writes x ticks as 25k, 1M (env steps)."""
     ax.set_title(env)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if xlabel == "env steps":
+    if eng_x:
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
@@ -115,7 +116,7 @@ def returns_vs_time_figure(panels: Sequence[TimePanel]) -> Figure:
         colors = variant_colors(panel.bands)
         for variant, band in panel.bands.items():
             _draw_band(ax, panel.grid / 60, band, colors[variant], variant)
-        _finish(ax, panel.env, "episode return", xlabel="training time (min)")
+        _finish(ax, panel.env, "episode return", xlabel="training time (min)", eng_x=False)
     return fig
 
 

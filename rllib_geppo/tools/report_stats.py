@@ -60,6 +60,18 @@ class Row:
     time_budget_s: float  # the environment's shortest training time to the budget
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One environment's variants compared: return bands against env steps and against
+    training time (empty when the runs share no window of time), and the table rows."""
+
+    grid: Array  # env steps
+    bands: dict[str, Band]
+    time_grid: Array  # seconds of training
+    time_bands: dict[str, Band]
+    rows: list[Row]
+
+
 def valid_points(steps: Array, values: Array) -> tuple[Array, Array]:
     """The points of a curve whose value is finite (iterations without an episode are skipped)."""
     keep = np.isfinite(values)
@@ -180,7 +192,7 @@ def compare_variants(
     budget: float,
     baseline: str,
     excluded: Mapping[str, int] | None = None,
-) -> tuple[Array, dict[str, Band], list[Row]]:
+) -> Comparison:
     """Table rows for one environment, all variants aligned on one grid.
 
     Args:
@@ -191,7 +203,8 @@ def compare_variants(
         excluded: variant name -> number of flagged trials left out, for the rows.
 
     Returns:
-        The grid, each variant's return band on it, and one row per variant.
+        Each variant's return band on one grid of env steps and on one of training time (see
+        :func:`compare_at_time`), and one row per variant.
     """
     curves = {v: [(r.steps, r.returns) for r in rs] for v, rs in runs.items()}
     all_curves = [c for cs in curves.values() for c in cs]
@@ -207,7 +220,7 @@ def compare_variants(
         return nan if variant == baseline else improvement_pct(value, base)
 
     seconds = time_budget([r for rs in runs.values() for r in rs], budget)
-    _, time_bands = compare_at_time(runs, seconds)
+    time_grid, time_bands = compare_at_time(runs, seconds)
     rows = []
     for variant in runs:
         # Training time is reported every iteration (finite), so plain interpolation suffices.
@@ -228,4 +241,4 @@ def compare_variants(
             return_at_time_se=float(time_bands[variant].se[-1]) if time_bands else nan,
             time_budget_s=seconds,
         ))
-    return grid, bands, rows
+    return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows)
