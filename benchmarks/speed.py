@@ -43,13 +43,11 @@ def rllib_ppo(env: str) -> PPOConfig:
 #: The systems measured: name -> config builder (None: SB3).
 def systems(env: str) -> dict[str, Callable | None]:
     return {
-        "GePPO defaults (GePPOConfig())": lambda: GePPOConfig().environment(env),
+        "GePPO defaults (overlapped, 1 env)": lambda: GePPOConfig().environment(env),
         "GePPO sync, 1 env": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=1).training(overlap_sampling=False),
         "GePPO sync, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=8).training(overlap_sampling=False),
-        "GePPO overlapped, 1 env": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=1).training(overlap_sampling=True),
         "GePPO overlapped, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=8).training(overlap_sampling=True),
         "PPO baseline (this project)": lambda: GePPOConfig().environment(env).training(

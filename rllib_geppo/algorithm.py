@@ -11,11 +11,11 @@ Each ``training_step`` (iteration k, the learners holding pi_k):
 4. adapt the policy lr from the TV estimate of the update (one decision for all learners);
 5. sync pi_{k+1} (weights, version and observation statistics) to the EnvRunners, and wait.
 
-With ``overlap_sampling=True`` steps 1 and 3 run at the same time: the EnvRunners collect the
-next batch with pi_k while the learners update on the store, so the youngest stored batch is one
-iteration old at every update, which the policy weights and the clip range account for
-(docs/overlapped_sampling.md). Nothing is in flight between iterations, so checkpoints hold
-every sample exactly once.
+With overlapped sampling (the default wherever there are EnvRunners to overlap with) steps 1 and
+3 run at the same time: the EnvRunners collect the next batch with pi_k while the learners update
+on the store, so the youngest stored batch is one iteration old at every update, which the
+policy weights account for (docs/overlapped_sampling.md). Nothing is in flight between
+iterations, so checkpoints hold every sample exactly once.
 
 On RLlib's old API stack ``training_step`` hands over to :mod:`rllib_geppo.old_stack`, imported
 only then.
@@ -97,7 +97,7 @@ class GePPO(PPO):
         self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
         self.return_stats = RunningMeanStd()
         self.running_returns = RunningReturns(config.gamma)
-        self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.overlap_sampling else None
+        self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
 
     def _check_spaces(self, config: GePPOConfig) -> None:
         obs_space, act_space = config.observation_space, config.action_space
@@ -214,9 +214,10 @@ class GePPO(PPO):
     def update_inputs(self) -> UpdateInputs:
         """This update's :class:`UpdateInputs`, from the store's ages under pi_k."""
         nu = self.lagged_nu()
+        bound = self.config.lag_clip_rule == "bound"  # Lemma 3 on the lagged weights
         return UpdateInputs(
             policy_lr=self.policy_lr,
-            clip_eps=self.config.clip_param * clip_multiple(nu),
+            clip_eps=self.config.clip_param * clip_multiple(nu) if bound else self.config.clip_eps,
             weights_by_version=self.store.weights_by_version(nu, self.policy_version),
             reward_scale=float(self.return_stats.std),
             obs_mean=self.obs_stats.mean.astype(np.float32),

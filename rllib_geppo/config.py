@@ -22,6 +22,8 @@ NONFINITE_DATA = ("error", "drop")
 GRAD_CLIP_SCOPES = ("policy", "all")
 #: Which discounted return's std scales the rewards (core.normalization).
 REWARD_SCALINGS = ("returns_to_go", "running_return")
+#: How the clip range follows a sampling lag (docs/overlapped_sampling.md).
+LAG_CLIP_RULES = ("sync", "bound")
 
 
 @functools.lru_cache(maxsize=32)
@@ -88,7 +90,8 @@ class GePPOConfig(PPOConfig):
         self.lr_adapt_min_ratio = 0.5  # beta
         self.init_std_multiple = 1.0  # initial std = multiple * half the action range
         self.sample_reuse = True  # False: the paper's PPO baseline (M = 1, B*n steps, eps_PPO)
-        self.overlap_sampling = False  # sample the next batch while the learners update
+        self.overlap_sampling = "auto"  # sample the next batch while the learners update
+        self.lag_clip_rule = "sync"  # or "bound": eps under that lag (docs/overlapped_sampling.md)
         self.adam_eps = 1e-8  # Adam's epsilon (torch's default; SB3 uses 1e-5)
         self.grad_clip_scope = "policy"  # or "all": one norm over policy and value (SB3)
         self.reward_scaling = "returns_to_go"  # or "running_return" (SB3's VecNormalize)
@@ -112,7 +115,8 @@ class GePPOConfig(PPOConfig):
         lr_adapt_min_ratio: float = NotProvided,
         init_std_multiple: float = NotProvided,
         sample_reuse: bool = NotProvided,
-        overlap_sampling: bool = NotProvided,
+        overlap_sampling: bool | str = NotProvided,
+        lag_clip_rule: str = NotProvided,
         adam_eps: float = NotProvided,
         grad_clip_scope: str = NotProvided,
         reward_scaling: str = NotProvided,
@@ -146,8 +150,16 @@ class GePPOConfig(PPOConfig):
             sample_reuse: False turns GePPO into the paper's PPO baseline: M = 1, B*n new
                 samples per iteration, eps_PPO, plain GAE. Default True.
             overlap_sampling: the EnvRunners sample the next batch while the learners update,
-                so the youngest stored batch is one iteration old at every update; weights and
-                clip range follow from the true ages (docs/overlapped_sampling.md). Default False.
+                so the youngest stored batch is one iteration old at every update; the weights
+                follow from the true ages (docs/overlapped_sampling.md). True, False, or "auto"
+                (default): on wherever there is something to overlap, i.e. with sample reuse,
+                at least one EnvRunner and the new API stack; off for the PPO baseline, which
+                stays on-policy. See ``uses_overlapped_sampling``.
+            lag_clip_rule: the clip range and TV target under overlapped sampling: "sync"
+                (default) keeps synchronous GePPO's eps_PPO / E_nu[i + 1], so an update moves
+                the policy as far as without the lag; "bound" applies Lemma 3 to the lagged
+                weights, eps_PPO / (E_nu[i + 1] + lag), which keeps PPO's worst-case penalty
+                and learned less per sample (docs/overlapped_sampling.md).
             adam_eps: epsilon of both Adam optimizers. Default 1e-8 (torch's; SB3 uses 1e-5).
             grad_clip_scope: what ``grad_clip`` clips: "policy" (default; the paper's: the
                 value function is never clipped) or "all" (one norm over policy and value
@@ -183,9 +195,18 @@ class GePPOConfig(PPOConfig):
         return pw.check_weights(self.policy_weights)
 
     @property
+    def uses_overlapped_sampling(self) -> bool:
+        """Whether the EnvRunners sample while the learners update (``overlap_sampling``
+        resolved: "auto" means sample reuse, at least one EnvRunner and the new API stack)."""
+        if self.overlap_sampling != "auto":
+            return bool(self.overlap_sampling)
+        return bool(self.sample_reuse and self.num_env_runners >= 1
+                    and self.enable_env_runner_and_connector_v2)
+
+    @property
     def clip_eps(self) -> float:
-        """eps of the clipped objective while the youngest stored batch is fresh (no overlap):
-        eps_PPO / E_nu[i + 1] (Lemma 3). Each update's own eps follows from its ages."""
+        """eps of the clipped objective: eps_PPO / E_nu[i + 1] (Lemma 3), also under a sampling
+        lag unless ``lag_clip_rule="bound"`` shrinks it by the lag."""
         return self.clip_param * pw.clip_multiple(self.nu)
 
     @property
@@ -266,7 +287,9 @@ class GePPOConfig(PPOConfig):
         require(self.weights_tradeoff_rule in pw.TRADEOFF_RULES, "weights_tradeoff_rule",
                 f"one of {pw.TRADEOFF_RULES}")
         require(self.nonfinite_data in NONFINITE_DATA, "nonfinite_data", f"one of {NONFINITE_DATA}")
-        require(isinstance(self.overlap_sampling, bool), "overlap_sampling", "True or False")
+        require(isinstance(self.overlap_sampling, bool) or self.overlap_sampling == "auto",
+                "overlap_sampling", 'True, False or "auto"')
+        require(self.lag_clip_rule in LAG_CLIP_RULES, "lag_clip_rule", f"one of {LAG_CLIP_RULES}")
         require(self.grad_clip_by in CLIP_BY, "grad_clip_by", f"one of {CLIP_BY}")
         require(self.grad_clip_scope in GRAD_CLIP_SCOPES, "grad_clip_scope", f"one of {GRAD_CLIP_SCOPES}")
         require(self.reward_scaling in REWARD_SCALINGS, "reward_scaling", f"one of {REWARD_SCALINGS}")

@@ -33,12 +33,14 @@ def local_ray():
 
 
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
-    """Paper defaults with a small batch and few gradient steps, so a test takes seconds."""
+    """Paper defaults with a small batch and few gradient steps, so a test takes seconds, and
+    the paper's synchronous loop (overlapped sampling, the default, is tests/test_overlap.py's)."""
     return (GePPOConfig()
             .environment(env)
             .env_runners(num_env_runners=1)
             .debugging(seed=0)
-            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
+            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4,
+                      **{"overlap_sampling": False, **training}))
 
 
 def local_learner(algo: GePPO):
@@ -69,6 +71,20 @@ def test_defaults_are_the_papers():
     assert get_trainable_cls("GePPO") is GePPO
 
 
+@pytest.mark.parametrize("settings,overlaps", [
+    ({}, True),  # the defaults: one EnvRunner
+    ({"num_env_runners": 0}, False),  # the driver samples and learns: nothing to overlap
+    ({"sample_reuse": False}, False),  # the PPO baseline stays on-policy
+    ({"enable_env_runner_and_connector_v2": False}, False),  # the old API stack
+    ({"num_env_runners": 0, "overlap_sampling": True}, True),
+    ({"overlap_sampling": False}, False),
+])
+def test_overlap_sampling_auto_overlaps_where_there_is_something_to_overlap(settings, overlaps):
+    config = GePPOConfig().update_from_dict(settings)
+    assert config.overlap_sampling == settings.get("overlap_sampling", "auto")
+    assert config.uses_overlapped_sampling is overlaps
+
+
 def test_sample_reuse_false_is_the_ppo_baseline():
     config = GePPOConfig().training(sample_reuse=False)
     np.testing.assert_array_equal(config.nu, [1.0])
@@ -88,6 +104,8 @@ def test_sample_reuse_false_is_the_ppo_baseline():
     ("clip_param", 0.0, r"`clip_param` must be in \(0, 1\)"),
     ("num_minibatches", 0, "`num_minibatches` must be an integer >= 1"),
     ("train_batch_size_per_learner", 16, "`train_batch_size_per_learner` must be an integer >= num_minibatches"),
+    ("overlap_sampling", "yes", "`overlap_sampling` must be True, False or \"auto\""),
+    ("lag_clip_rule", "lemma3", "`lag_clip_rule` must be one of \\('sync', 'bound'\\)"),
 ])
 def test_bad_settings_fail_validation_with_the_name(setting, value, message):
     config = GePPOConfig().environment("Pendulum-v1").training(**{setting: value})

@@ -23,8 +23,9 @@ def local_ray():
 
 
 def overlapped() -> GePPOConfig:
-    return (GePPOConfig().environment("Pendulum-v1").env_runners(num_env_runners=1).debugging(seed=0)
-            .training(train_batch_size_per_learner=N, num_epochs=2, num_minibatches=4, overlap_sampling=True))
+    """GePPO's defaults (one EnvRunner, so sampling overlaps), small."""
+    return (GePPOConfig().environment("Pendulum-v1").debugging(seed=0)
+            .training(train_batch_size_per_learner=N, num_epochs=2, num_minibatches=4))
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +65,12 @@ def test_every_sample_is_tagged_with_the_policy_that_collected_it(run):
         module.load_state_dict(current)
 
 
-def test_weights_and_clip_range_follow_the_lag(run):
+def test_weights_follow_the_lag_and_the_clip_range_stays_synchronous_geppos(run):
     algo, results, _ = run
     stats = [r["learners"][DEFAULT_MODULE_ID] for r in results]
     assert [s["sample_lag"] for s in stats] == [0, 1, 1, 1, 1, 1]  # the first update is synchronous
-    assert stats[0]["clip_eps"] == pytest.approx(0.1)
-    assert all(s["clip_eps"] == pytest.approx(0.2 / 3) for s in stats[1:])  # eps_PPO / (2 + 1)
-    assert all(s["tv_target"] == pytest.approx(0.1 / 3) for s in stats[1:])
+    assert all(s["clip_eps"] == pytest.approx(0.1) for s in stats)  # lag_clip_rule="sync"
+    assert all(s["tv_target"] == pytest.approx(0.05) for s in stats)
     assert stats[-1]["effective_sample_size"] == pytest.approx(N / 0.3)  # the shift keeps the ESS
     # The next update weighs versions k-1 .. k-4 by [.4, .3, .2, .1] (mean weight 1).
     weights = algo.update_inputs().weights_by_version
@@ -78,6 +78,18 @@ def test_weights_and_clip_range_follow_the_lag(run):
     expected = {k - 1 - age: 4 * nu for age, nu in enumerate([0.4, 0.3, 0.2, 0.1])}
     assert weights == pytest.approx(expected)
     np.testing.assert_allclose(algo.lagged_nu(), with_lag([0.4, 0.3, 0.2, 0.1], 1), atol=1e-6)
+
+
+def test_the_bound_rule_shrinks_the_clip_range_by_the_lag():
+    algo = overlapped().training(lag_clip_rule="bound").build_algo()
+    try:
+        stats = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(2)]
+    finally:
+        algo.stop()
+    assert [s["sample_lag"] for s in stats] == [0, 1]
+    assert stats[0]["clip_eps"] == pytest.approx(0.1)
+    assert stats[1]["clip_eps"] == pytest.approx(0.2 / 3)  # eps_PPO / (E_nu[i + 1] + lag) = 0.2 / 3
+    assert stats[1]["tv_target"] == pytest.approx(0.1 / 3)
 
 
 def test_no_sample_is_lost_or_counted_twice(run):

@@ -202,13 +202,25 @@ def test_without_the_baseline_the_comparison_columns_say_na(results: Path, tmp_p
     ("GePPO", {"sample_reuse": True, "adaptive_lr": False}, "GePPO"),
     ("GePPO", {"sample_reuse": False, "adaptive_lr": False}, "PPO"),
     ("GePPO", {"sample_reuse": False, "adaptive_lr": True}, "PPO-Adapt"),
-    ("GePPO", {"sample_reuse": True, "overlap_sampling": True}, "GePPO overlapped"),
     ("PPO", {}, "RLlib PPO"),
     ("SB3PPO", {}, "SB3 PPO"),
     ("APPO", {}, "APPO"),
 ])
 def test_variant_names(algorithm: str, params: dict, variant: str):
     assert report.variant_name(algorithm, params) == variant
+
+
+def test_a_trial_whose_updates_lagged_is_overlapped_geppo(tmp_path: Path):
+    """Whether sampling overlapped is read from the run (``sample_lag``), not from params, where
+    ``overlap_sampling="auto"`` would not say."""
+    for seed, lag in ((0, 0), (1, 1)):
+        trial = write_trial(tmp_path, "GePPO", "Hopper-v5", seed, GEPPO, GEPPO_STEPS,
+                            linear(0.1, 0, GEPPO_STEPS), 500)
+        lines = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
+        for i, line in enumerate(lines):  # the first update of an overlapped run is synchronous
+            line.setdefault("learners", {})["default_policy"] = {"sample_lag": lag if i else 0}
+        (trial / "result.json").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert {t.seed: t.variant for t in report.load_trials([tmp_path])} == {0: "GePPO", 1: "GePPO overlapped"}
 
 
 def test_group_by_experiment_labels_trials_with_their_experiment(tmp_path: Path):

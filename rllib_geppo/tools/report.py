@@ -4,8 +4,8 @@ Reads every Tune trial folder (``params.json`` + ``result.json``) under the give
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
 ``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``.
 
-Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" with
-``overlap_sampling``); without it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own
+Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
+ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own
 PPO is "RLlib PPO", Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its
 name.
 
@@ -36,6 +36,7 @@ from rllib_geppo.tools import report_stats as stats
 from rllib_geppo.tools.result_keys import (
     OLD_STACK_PREFIX,
     RETURN_KEY,
+    SAMPLE_LAG_KEY,
     STEPS_KEY,
     TIME_KEY,
     TV_KEY,
@@ -145,11 +146,13 @@ def _experiment_state(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
         return {}
 
 
-def variant_name(algorithm: str, params: Mapping[str, Any]) -> str:
-    """The paper's name for a trial's algorithm variant."""
+def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool = False) -> str:
+    """The paper's name for a trial's algorithm variant; ``overlapped``: whether its updates ran
+    with a sampling lag (read from the results, since ``overlap_sampling="auto"`` depends on
+    other settings)."""
     if algorithm == "GePPO":
         if params.get("sample_reuse", True):
-            return "GePPO overlapped" if params.get("overlap_sampling", False) else "GePPO"
+            return "GePPO overlapped" if overlapped else "GePPO"
         return "PPO-Adapt" if params.get("adaptive_lr", False) else "PPO"
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
 
@@ -240,8 +243,10 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     params = _read_params(trial_dir)
     results = read_results(trial_dir)
     run = Run(_series(results, STEPS_KEY), _series(results, return_key), _series(results, TIME_KEY))
+    lag = _optional_series(results, SAMPLE_LAG_KEY)
     variant = (name_parts[0] if group_by == "experiment"
-               else variant_name(record.get("trainable_name") or name_parts[0], params))
+               else variant_name(record.get("trainable_name") or name_parts[0], params,
+                                 overlapped=lag is not None and bool(np.nanmax(lag) > 0)))
     return Trial(
         path=trial_dir,
         env=str(params.get("env") or name_parts[1]),
