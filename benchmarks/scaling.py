@@ -45,7 +45,9 @@ def config(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, 
 def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int) -> float:
     """Time ``LearnerGroup.update`` on a full store (after 4 iterations that fill it)."""
     learners = {"num_learners": 0, "num_gpus_per_learner": 1 if gpu else 0}
-    algo = GePPOConfig().environment(env).env_runners(num_env_runners=1).learners(**learners).build_algo()
+    # Synchronous sampling: nothing samples while the timed update runs.
+    algo = (GePPOConfig().environment(env).env_runners(num_env_runners=1).learners(**learners)
+            .training(overlap_sampling=False).build_algo())
     seconds: list[float] = []
     update = algo.learner_group.update
 

@@ -217,7 +217,7 @@ class GePPO(PPO):
         bound = self.config.lag_clip_rule == "bound"  # Lemma 3 on the lagged weights
         return UpdateInputs(
             policy_lr=self.policy_lr,
-            clip_eps=self.config.clip_param * clip_multiple(nu) if bound else self.config.clip_eps,
+            clip_eps=self.config.clip_param * clip_multiple(nu if bound else self.nu),
             weights_by_version=self.store.weights_by_version(nu, self.policy_version),
             reward_scale=float(self.return_stats.std),
             obs_mean=self.obs_stats.mean.astype(np.float32),

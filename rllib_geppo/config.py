@@ -23,7 +23,7 @@ GRAD_CLIP_SCOPES = ("policy", "all")
 #: Which discounted return's std scales the rewards (core.normalization).
 REWARD_SCALINGS = ("returns_to_go", "running_return")
 #: How the clip range follows a sampling lag (docs/overlapped_sampling.md).
-LAG_CLIP_RULES = ("sync", "bound")
+LAG_CLIP_RULES = ("unlagged", "bound")
 
 
 @functools.lru_cache(maxsize=32)
@@ -91,7 +91,7 @@ class GePPOConfig(PPOConfig):
         self.init_std_multiple = 1.0  # initial std = multiple * half the action range
         self.sample_reuse = True  # False: the paper's PPO baseline (M = 1, B*n steps, eps_PPO)
         self.overlap_sampling = "auto"  # sample the next batch while the learners update
-        self.lag_clip_rule = "sync"  # or "bound": eps under that lag (docs/overlapped_sampling.md)
+        self.lag_clip_rule = "unlagged"  # or "bound": eps under that lag (docs/overlapped_sampling.md)
         self.adam_eps = 1e-8  # Adam's epsilon (torch's default; SB3 uses 1e-5)
         self.grad_clip_scope = "policy"  # or "all": one norm over policy and value (SB3)
         self.reward_scaling = "returns_to_go"  # or "running_return" (SB3's VecNormalize)
@@ -155,11 +155,12 @@ class GePPOConfig(PPOConfig):
                 (default): on wherever there is something to overlap, i.e. with sample reuse,
                 at least one EnvRunner and the new API stack; off for the PPO baseline, which
                 stays on-policy. See ``uses_overlapped_sampling``.
-            lag_clip_rule: the clip range and TV target under overlapped sampling: "sync"
-                (default) keeps synchronous GePPO's eps_PPO / E_nu[i + 1], so an update moves
-                the policy as far as without the lag; "bound" applies Lemma 3 to the lagged
-                weights, eps_PPO / (E_nu[i + 1] + lag), which keeps PPO's worst-case penalty
-                and learned less per sample (docs/overlapped_sampling.md).
+            lag_clip_rule: the clip range and TV target under overlapped sampling:
+                "unlagged" (default) takes Lemma 3's eps_PPO / E_nu[i + 1] from the unlagged
+                weights, synchronous GePPO's, so an update moves the policy as far as without
+                the lag; "bound" applies Lemma 3 to the lagged weights, eps_PPO /
+                (E_nu[i + 1] + lag), which keeps PPO's worst-case penalty and learned less per
+                sample (docs/overlapped_sampling.md).
             adam_eps: epsilon of both Adam optimizers. Default 1e-8 (torch's; SB3 uses 1e-5).
             grad_clip_scope: what ``grad_clip`` clips: "policy" (default; the paper's: the
                 value function is never clipped) or "all" (one norm over policy and value
@@ -329,3 +330,8 @@ class GePPOConfig(PPOConfig):
             self.nu
         except ValueError as err:
             self._value_error(f"`policy_weights`: {err}")
+        if not self.enable_env_runner_and_connector_v2:
+            for setting, new_stack_only in (("overlap_sampling", True), ("grad_clip_scope", "all")):
+                if getattr(self, setting) == new_stack_only:  # "auto" samples synchronously there
+                    self._value_error(f"`{setting}={new_stack_only!r}` runs on the new API stack "
+                                      "only; leave it at its default on the old API stack.")

@@ -105,7 +105,7 @@ def test_sample_reuse_false_is_the_ppo_baseline():
     ("num_minibatches", 0, "`num_minibatches` must be an integer >= 1"),
     ("train_batch_size_per_learner", 16, "`train_batch_size_per_learner` must be an integer >= num_minibatches"),
     ("overlap_sampling", "yes", "`overlap_sampling` must be True, False or \"auto\""),
-    ("lag_clip_rule", "lemma3", "`lag_clip_rule` must be one of \\('sync', 'bound'\\)"),
+    ("lag_clip_rule", "lemma3", "`lag_clip_rule` must be one of \\('unlagged', 'bound'\\)"),
 ])
 def test_bad_settings_fail_validation_with_the_name(setting, value, message):
     config = GePPOConfig().environment("Pendulum-v1").training(**{setting: value})

@@ -203,6 +203,14 @@ def test_custom_model_v2_trains_with_its_own_value_optimizer():
         algo.stop()
 
 
+@pytest.mark.parametrize("setting,value", [("overlap_sampling", True), ("grad_clip_scope", "all")])
+def test_new_stack_only_settings_are_rejected_before_ray_starts(setting, value):
+    config = old_stack(GePPOConfig().environment("Pendulum-v1")).training(**{setting: value})
+    with pytest.raises(ValueError, match=f"`{setting}={value!r}` runs on the new API stack only"):
+        config.validate()
+    old_stack(GePPOConfig().environment("Pendulum-v1")).validate()  # "auto": synchronous there
+
+
 def test_fcnet_settings_in_the_old_model_dict_are_rejected():
     env = gym.make("Pendulum-v1")
     config = old_stack(GePPOConfig()).training(model={"fcnet_hiddens": [32]})

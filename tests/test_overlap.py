@@ -69,7 +69,7 @@ def test_weights_follow_the_lag_and_the_clip_range_stays_synchronous_geppos(run)
     algo, results, _ = run
     stats = [r["learners"][DEFAULT_MODULE_ID] for r in results]
     assert [s["sample_lag"] for s in stats] == [0, 1, 1, 1, 1, 1]  # the first update is synchronous
-    assert all(s["clip_eps"] == pytest.approx(0.1) for s in stats)  # lag_clip_rule="sync"
+    assert all(s["clip_eps"] == pytest.approx(0.1) for s in stats)  # lag_clip_rule="unlagged"
     assert all(s["tv_target"] == pytest.approx(0.05) for s in stats)
     assert stats[-1]["effective_sample_size"] == pytest.approx(N / 0.3)  # the shift keeps the ESS
     # The next update weighs versions k-1 .. k-4 by [.4, .3, .2, .1] (mean weight 1).

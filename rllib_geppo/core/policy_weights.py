@@ -78,7 +78,8 @@ def with_lag(weights: Sequence[float], lag: int) -> np.ndarray:
     right by ``lag`` ages, with zero weight on the ages below it (docs/overlapped_sampling.md).
 
     Both of the paper's programs keep their solution under the shift (the effective sample
-    size is unchanged), while ``E[i + 1]`` grows by ``lag``, which shrinks the clip range.
+    size is unchanged), while ``E[i + 1]`` grows by ``lag`` (Lemma 3 on these weights would
+    shrink the clip range: ``lag_clip_rule="bound"``).
     """
     _check_int("lag", lag, low=0)
     return np.concatenate([np.zeros(lag), check_weights(weights)])

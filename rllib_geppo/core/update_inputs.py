@@ -23,8 +23,9 @@ class UpdateInputs:
 
     Attributes:
         policy_lr: the policy optimizer's learning rate for this update (adapted by the lr rule).
-        clip_eps: eps of the clipped objective for this update: eps_PPO / E_nu[i + 1] over the
-            ages of the stored batches (it shrinks when the youngest batch is not age 0).
+        clip_eps: eps of the clipped objective for this update: eps_PPO / E_nu[i + 1] (with
+            ``lag_clip_rule="bound"``, over the lagged weights, so it shrinks when the youngest
+            stored batch is not age 0).
         weights_by_version: per-sample weight of each stored policy version (mean 1).
         reward_scale: rewards are divided by it (running std of the discounted return).
         obs_mean, obs_std: observation statistics the module installs *after* the update, so

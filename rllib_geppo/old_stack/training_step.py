@@ -47,10 +47,6 @@ if TYPE_CHECKING:
 def training_step_old_api_stack(algo: GePPO) -> ResultDict:
     """One GePPO iteration on the old API stack (see the module docstring)."""
     config = algo.config
-    for setting, new_stack_only in (("overlap_sampling", True), ("grad_clip_scope", "all")):
-        if getattr(config, setting) == new_stack_only:
-            raise ValueError(f"{setting}={new_stack_only!r} runs on the new API stack only; leave it "
-                             "at its default on the old API stack.")
     with algo._timers[SAMPLE_TIMER]:
         batch = synchronous_parallel_sample(worker_set=algo.env_runner_group,
                                             max_env_steps=config.samples_per_iteration,

@@ -5,9 +5,9 @@ trials by environment and variant, aligns their curves on env steps and writes i
 ``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``.
 
 Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
-ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own
-PPO is "RLlib PPO", Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its
-name.
+ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without
+it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO",
+Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its name.
 
 The arithmetic lives in :mod:`rllib_geppo.tools.report_stats`, the drawing in
 :mod:`rllib_geppo.tools.report_plots`; this module reads files, decides which trials count and writes.
