@@ -5,6 +5,7 @@ and must not start Ray at all.
 """
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -19,23 +20,24 @@ REPO = Path(__file__).resolve().parents[1]
 TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml"))
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
-# Two experiments, two algorithms, one Tune run: 2 iterations of 256 Pendulum steps each.
+# Two experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each. The
+# 200-step episodes end in the second iteration only, so the first and last report no return.
 TINY = """
 geppo:
   run: GePPO
   env: Pendulum-v1
-  stop: {training_iteration: 2}
+  stop: {training_iteration: 3}
   config: &config
-    train_batch_size_per_learner: 256
+    train_batch_size_per_learner: 128
     num_epochs: 1
     num_env_runners: 0
 rllib-ppo:
   run: PPO
   env: Pendulum-v1
-  stop: {training_iteration: 2}
+  stop: {training_iteration: 3}
   config:
     <<: *config
-    minibatch_size: 128
+    minibatch_size: 64
 """
 
 GRID = """
@@ -73,13 +75,17 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
     for experiment in ("geppo", "rllib-ppo"):
         # Both experiments land in one run directory (results/<file stem>), with all Tune files.
         (trial_dir,) = (tmp_path / "results" / "tiny").glob(f"{experiment}_*")
-        lines = (trial_dir / "result.json").read_text().splitlines()
-        assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]
+        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        assert [r["training_iteration"] for r in results] == [1, 2, 3]
+        returns = [r["env_runners"].get("episode_return_mean", math.nan) for r in results]
+        assert math.isnan(returns[0]) and math.isfinite(returns[1]) and math.isnan(returns[2])
         assert (trial_dir / "progress.csv").is_file() and (trial_dir / "params.json").is_file()
         assert list(trial_dir.glob("checkpoint_*/algorithm_state.pkl"))
         summary_lines = proc.stdout.split("\nSummary:\n")[1].splitlines()
         (summary,) = [line for line in summary_lines if line.strip().startswith(f"{experiment}_")]
-        assert "TERMINATED" in summary and "env steps 512" in summary
+        assert "TERMINATED" in summary and "env steps 384" in summary
+        # The best return skips iterations without one (Tune's own max is NaN after them).
+        assert f"best return {returns[1]:.2f}" in summary
         assert f"checkpoint {trial_dir}/checkpoint_" in summary
 
 

@@ -266,7 +266,7 @@ def test_torn_last_line_and_restored_iterations(tmp_path: Path):
     with (trial / "result.json").open("a") as handle:
         handle.write("\n".join(rerun) + '\n{"num_env_steps_sampled_lif')
     results = report.read_results(trial)
-    assert [report._lookup(r, report.RETURN_KEY) for r in results] == [1, 20, 30, 40]
+    assert [report.lookup(r, report.RETURN_KEY) for r in results] == [1, 20, 30, 40]
 
 
 # ----------------------------------------------------------------------------- figures

@@ -33,7 +33,7 @@ from rllib_geppo.tools.experiment_file import (
     to_algorithm_config,
     validate_experiment,
 )
-from rllib_geppo.tools.progress import BudgetReporter
+from rllib_geppo.tools.progress import BestReturns, BudgetReporter
 from rllib_geppo.tools.quiet import QuietConsole, quiet_console
 from rllib_geppo.tools.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
@@ -103,7 +103,8 @@ def _trial_name(experiment: str, trial: Any) -> str:
 
 
 def run_experiments(
-    specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool
+    specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool,
+    best_returns: BestReturns | None = None,
 ) -> list:
     """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
 
@@ -129,6 +130,7 @@ def run_experiments(
         # restarts failed trials (e.g. on a lost node) from their last checkpoint.
         resume="AUTO+ERRORED" if resume else False,
         raise_on_failed_trial=False,
+        callbacks=[best_returns] if best_returns else None,
     )
 
 
@@ -159,9 +161,9 @@ def trial_status(trial: Any) -> str:
     return trial.status
 
 
-def trial_summary(trial: Any) -> str:
-    """One line: trial, status, best mean return, env steps, last checkpoint (or error file)."""
-    best = trial.metric_analysis.get(RETURN_KEY, {}).get("max")
+def trial_summary(trial: Any, best: float | None = None) -> str:
+    """One line: trial, status, best mean return (``best``, from :class:`BestReturns`), env
+    steps, last checkpoint (or error file)."""
     steps = (trial.last_result or {}).get(STEPS_KEY)
     parts = [
         f"{trial}: {trial_status(trial)}",
@@ -261,10 +263,11 @@ def train_file(args: argparse.Namespace) -> int:
         args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name),
     )
     with quiet_console(not args.verbose) as console, ray_session(args.address, console):
-        results = run_experiments(specs, run_name, storage, args.resume)
+        best_returns = BestReturns()
+        results = run_experiments(specs, run_name, storage, args.resume, best_returns)
         print("\nSummary:")
         for trial in results:
-            print("  " + trial_summary(trial))
+            print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
         log.warning(

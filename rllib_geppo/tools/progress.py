@@ -15,9 +15,9 @@ import re
 import time
 from typing import Any, Mapping
 
-from ray.tune import CLIReporter
+from ray.tune import Callback, CLIReporter
 
-from rllib_geppo.tools.result_keys import ITERATION_KEY, STEPS_KEY, TIME_KEY
+from rllib_geppo.tools.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
 
 #: Stop keys a budget can be read from, first match wins, with how the line names them.
 BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}
@@ -103,3 +103,16 @@ class BudgetReporter(CLIReporter):
                       if isinstance(result.get(key), (int, float)) and math.isfinite(result[key])}
             measured.append((values, budgets, trial.status == "TERMINATED" and bool(result.get("done"))))
         return progress_line(measured, time.time() - self._started)
+
+
+class BestReturns(Callback):
+    """Each trial's best mean episode return so far, skipping iterations in which no episode
+    ended (NaN). Tune's own ``metric_analysis`` max is NaN once the last iteration was one."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, float] = {}  # trial id -> best finite return
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info) -> None:
+        value = lookup(result, RETURN_KEY)
+        if math.isfinite(value):
+            self.best[trial.trial_id] = max(value, self.best.get(trial.trial_id, -math.inf))

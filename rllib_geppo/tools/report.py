@@ -41,6 +41,7 @@ from rllib_geppo.tools.result_keys import (
     TIME_KEY,
     TV_KEY,
     TV_TARGET_KEY,
+    lookup,
 )
 from rllib_geppo.tools.report_plots import (
     ReturnsPanel,
@@ -157,15 +158,6 @@ def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool 
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
 
 
-def _lookup(result: Mapping[str, Any], key: str) -> float:
-    """A "/"-separated key of a nested result dict as a float; NaN when absent."""
-    node: Any = result
-    for part in key.split("/"):
-        if not isinstance(node, Mapping) or part not in node:
-            return math.nan
-        node = node[part]
-    return float(node) if isinstance(node, (int, float)) else math.nan
-
 
 def read_results(trial_dir: Path) -> list[dict[str, Any]]:
     """The iterations in ``result.json``, one dict each; a torn last line (a killed run) is
@@ -182,15 +174,15 @@ def read_results(trial_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             logger.warning("%s:%d: unreadable line skipped", path, number)
             continue
-        step = _lookup(result, STEPS_KEY)
-        while results and _lookup(results[-1], STEPS_KEY) >= step:  # rewound by a restore
+        step = lookup(result, STEPS_KEY)
+        while results and lookup(results[-1], STEPS_KEY) >= step:  # rewound by a restore
             results.pop()
         results.append(result)
     return results
 
 
 def _series(results: Sequence[Mapping[str, Any]], key: str) -> Array:
-    return np.array([_lookup(r, key) for r in results], dtype=float)
+    return np.array([lookup(r, key) for r in results], dtype=float)
 
 
 def _optional_series(results: Sequence[Mapping[str, Any]], *keys: str) -> Array | None:

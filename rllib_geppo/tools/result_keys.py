@@ -1,6 +1,9 @@
 """The keys of RLlib's result dicts that ``rllib train file``, its progress line, the report and
 the SB3 baseline read or write (``/`` separates nesting levels)."""
 
+import math
+from typing import Any, Mapping
+
 #: In Ray 2.60, the mean return of the episodes completed during the iteration: the paper's
 #: curve (RLlib's windowed mean is cleared at every reduce, so the 100-episode window only caps
 #: one iteration's episodes). With 2+ EnvRunners, the mean of the runners' means.
@@ -14,3 +17,13 @@ TV_TARGET_KEY = "learners/default_policy/tv_target"
 SAMPLE_LAG_KEY = "learners/default_policy/sample_lag"
 #: Where GePPO's old-API-stack runs report the same learner metrics.
 OLD_STACK_PREFIX = "info/learner/default_policy/learner_stats/"
+
+
+def lookup(result: Mapping[str, Any], key: str) -> float:
+    """A "/"-separated key of a nested result dict as a float; NaN when absent."""
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return math.nan
+        node = node[part]
+    return float(node) if isinstance(node, (int, float)) else math.nan
