@@ -54,7 +54,7 @@ from rllib_geppo.core import segments
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.normalization import RunningMeanStd, RunningReturns, discounted_returns_to_go
 from rllib_geppo.core.objective import adapt_lr, tv_target
-from rllib_geppo.core.policy_weights import clip_multiple, effective_sample_size, with_lag
+from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
 from rllib_geppo.core.sample_store import SampleStore
 from rllib_geppo.core.segments import Segment, describe_nonfinite
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
@@ -213,12 +213,10 @@ class GePPO(PPO):
 
     def update_inputs(self) -> UpdateInputs:
         """This update's :class:`UpdateInputs`, from the store's ages under pi_k."""
-        nu = self.lagged_nu()
-        bound = self.config.lag_clip_rule == "bound"  # Lemma 3 on the lagged weights
         return UpdateInputs(
             policy_lr=self.policy_lr,
-            clip_eps=self.config.clip_param * clip_multiple(nu if bound else self.nu),
-            weights_by_version=self.store.weights_by_version(nu, self.policy_version),
+            clip_eps=self.config.clip_eps_at_lag(self.sample_lag()),
+            weights_by_version=self.store.weights_by_version(self.lagged_nu(), self.policy_version),
             reward_scale=float(self.return_stats.std),
             obs_mean=self.obs_stats.mean.astype(np.float32),
             obs_std=self.obs_stats.std.astype(np.float32),
@@ -226,10 +224,13 @@ class GePPO(PPO):
             obs_stats_before_update=self.config.obs_stats_warm_start and self.policy_version == 0,
         )
 
+    def sample_lag(self) -> int:
+        """Age of the youngest stored batch under pi_k: 0, or 1 with overlapped sampling."""
+        return self.store.ages(self.policy_version)[0]
+
     def lagged_nu(self) -> np.ndarray:
-        """nu for the store as it is: shifted by the age of its youngest batch under pi_k (0,
-        or 1 with overlapped sampling; see ``core.policy_weights.with_lag``)."""
-        return with_lag(self.nu, self.store.ages(self.policy_version)[0])
+        """nu for the store as it is: shifted by :meth:`sample_lag` (``core.policy_weights.with_lag``)."""
+        return with_lag(self.nu, self.sample_lag())
 
     def _minibatches_per_epoch(self) -> int:
         if not self.config.minibatch_size:
@@ -259,7 +260,7 @@ class GePPO(PPO):
             "tv_target": tv_target(inputs.clip_eps),
             "clip_eps": inputs.clip_eps,
             "num_policies": len(self.store.batches),
-            "sample_lag": self.store.ages(self.policy_version)[0],
+            "sample_lag": self.sample_lag(),
             "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
             "reward_scale": inputs.reward_scale,
         }

@@ -206,9 +206,15 @@ class GePPOConfig(PPOConfig):
 
     @property
     def clip_eps(self) -> float:
-        """eps of the clipped objective: eps_PPO / E_nu[i + 1] (Lemma 3), also under a sampling
-        lag unless ``lag_clip_rule="bound"`` shrinks it by the lag."""
-        return self.clip_param * pw.clip_multiple(self.nu)
+        """eps of the clipped objective without a sampling lag: eps_PPO / E_nu[i + 1] (Lemma 3)."""
+        return self.clip_eps_at_lag(0)
+
+    def clip_eps_at_lag(self, lag: int) -> float:
+        """eps for an update whose youngest stored batch is ``lag`` iterations old: the same
+        as without a lag, unless ``lag_clip_rule="bound"`` applies Lemma 3 to the weights
+        shifted by the lag (docs/overlapped_sampling.md)."""
+        nu = pw.with_lag(self.nu, lag) if self.lag_clip_rule == "bound" else self.nu
+        return self.clip_param * pw.clip_multiple(nu)
 
     @property
     def samples_per_iteration(self) -> int:

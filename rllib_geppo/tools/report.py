@@ -158,7 +158,6 @@ def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool 
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
 
 
-
 def read_results(trial_dir: Path) -> list[dict[str, Any]]:
     """The iterations in ``result.json``, one dict each; a torn last line (a killed run) is
     skipped, and iterations repeated after a restore from checkpoint replace the earlier ones."""
