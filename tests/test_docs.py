@@ -1,0 +1,135 @@
+"""The user pages keep their promises: included results tables equal the report's files, links
+resolve, the README stays short, and no page talks about how the project was made.
+
+Pure file checks, no Ray. ``python tests/test_docs.py --update`` rewrites every included block
+from its file (run it after regenerating a report).
+
+An include is written in a page as::
+
+    <!-- include: docs/results/table.md#table -->
+    ...the file's content, or with ``#table`` only its first markdown table...
+    <!-- end include -->
+
+The path is relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+README_MAX_BYTES = 8192
+
+INCLUDE = re.compile(
+    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table))? -->\n)(?P<body>.*?)(<!-- end include -->)",
+    re.DOTALL,
+)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+PROCESS_WORDS = re.compile(r"this stop|this session|renamed|commit [0-9a-f]{7}|/work/|/tmp/", re.IGNORECASE)
+# A bare commit hash: 7-40 hex digits, with at least one digit and one letter (so that neither
+# plain numbers nor words such as "defaced" count).
+COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def user_pages() -> list[Path]:
+    """README, every markdown page under docs/ and CONTRIBUTING.md."""
+    pages = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [p for p in pages if p.exists()]
+
+
+def product_texts() -> list[Path]:
+    """Everything a user reads: the pages, the tuned examples (their headers) and the Makefile."""
+    return user_pages() + sorted((ROOT / "tuned_examples").glob("*.yaml")) + [ROOT / "Makefile"]
+
+
+def first_table(text: str) -> str:
+    """The first markdown table of ``text``: its consecutive lines that start with '|'."""
+    lines, started = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("|"):
+            lines.append(line)
+            started = True
+        elif started:
+            break
+    return "".join(lines)
+
+
+def included_text(path: str, part: str | None) -> str:
+    """What an include of ``path`` (relative to the repository root) must contain."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    return first_table(text) if part == "table" else text
+
+
+def includes(page: Path) -> list[re.Match]:
+    return list(INCLUDE.finditer(page.read_text(encoding="utf-8")))
+
+
+def update(page: Path) -> bool:
+    """Rewrite every included block of ``page`` from its file; True if the page changed."""
+    text = page.read_text(encoding="utf-8")
+    new = INCLUDE.sub(lambda m: m.group(1) + included_text(m["path"], m["part"]) + m.group(5), text)
+    if new != text:
+        page.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def relative_links(page: Path) -> list[str]:
+    """The page's link targets that point into the repository (no URL, no bare anchor)."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:|#", t)]
+
+
+@pytest.mark.parametrize("page", user_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_included_blocks_equal_their_files(page):
+    for match in includes(page):
+        assert (ROOT / match["path"]).is_file(), f"{page.name}: include of a missing file {match['path']}"
+        assert match["body"] == included_text(match["path"], match["part"]), (
+            f"{page.name}: the block included from {match['path']} differs from the file; "
+            "run `python tests/test_docs.py --update`")
+
+
+def test_pages_with_results_include_the_report_tables():
+    assert {m["path"] for m in includes(README)} == {"docs/results/table.md"}
+    assert "docs/results/wallclock/table.md" in {m["path"] for m in includes(ROOT / "docs/speed.md")}
+
+
+def test_readme_is_at_most_8_kb():
+    size = len(README.read_bytes())
+    assert size <= README_MAX_BYTES, f"README.md is {size} bytes; move detail into docs/"
+
+
+@pytest.mark.parametrize("page", user_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page):
+    for target in relative_links(page):
+        path = target.split("#")[0]
+        assert (page.parent / path).exists(), f"{page.relative_to(ROOT)}: broken link {target}"
+
+
+@pytest.mark.parametrize("path", product_texts(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_words_about_how_the_project_was_made(path):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        found = PROCESS_WORDS.search(line) or COMMIT_HASH.search(line)
+        assert not found, f"{path.relative_to(ROOT)}:{number}: {found.group(0)!r} in {line.strip()!r}"
+
+
+def test_checks_catch_what_they_should():
+    """The checks themselves: a hash, a machine path and a stale table are found."""
+    assert COMMIT_HASH.search("measured on 54e171f") and COMMIT_HASH.search("a4b7bb0")
+    assert not COMMIT_HASH.search("1000000 steps, seed 1e-5, defaced")
+    assert PROCESS_WORDS.search("see /work/main/runs") and PROCESS_WORDS.search("commit abcdef1")
+    table = "| a | b |\n| --- | --- |\n| 1 | 2 |\n"
+    assert first_table("# t\n\ntext\n\n" + table + "\nmore\n| x |\n") == table
+    assert relative_links(README), "README.md links to no docs page"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--update"]:
+        sys.exit("usage: python tests/test_docs.py --update")
+    for page in user_pages():
+        if update(page):
+            print(f"updated {page.relative_to(ROOT)}")
