@@ -6,6 +6,8 @@ and must not start Ray at all.
 
 import json
 import math
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +161,10 @@ BAD_INPUT = {
         TINY.replace("num_epochs: 1", "num_epoch: 1"), [],
         ["config key 'num_epoch'", "Did you mean 'num_epochs'"],
     ),
+    "misspelt lambda": (
+        TINY.replace("num_epochs: 1", "lamda: 0.9"), [],
+        ["config key 'lamda'", "not a setting of GePPO", "Did you mean 'lambda'"],
+    ),
     "wrong value type": (
         TINY, ["-c", "num_epochs=two"],
         ["--config num_epochs=two", "expected a number", "got string 'two'"],
@@ -213,3 +219,68 @@ def test_bad_input_exits_2_from_the_console_script(tmp_path):
 def test_report_subcommand_is_wired(capsys):
     assert main(["report", "--help"]) == 0
     assert "--out" in capsys.readouterr().out
+
+
+def run_exits_2_before_ray_starts(capsys, *argv: str) -> str:
+    """main(train file ...) without --dry-run: exit code 2, Ray never started; the message."""
+    assert main(["train", "file", *argv]) == 2
+    assert not ray.is_initialized()
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("rllib: error: "), err
+    return err
+
+
+def test_unsupported_spaces_exit_2_before_ray_starts(tmp_path, capsys):
+    # Blackjack's observation space is a Tuple of Discretes: GePPO's module takes a flat Box.
+    path = write(tmp_path, TINY.replace("Pendulum-v1", "Blackjack-v1"))
+    err = run_exits_2_before_ray_starts(capsys, str(path), "-e", "geppo")
+    assert f"{path}: experiment 'geppo', 'env: Blackjack-v1': GePPO's default RLModule needs a " \
+           "flat Box observation space, got Tuple(Discrete(32)" in err
+    assert "FlattenObservation" in err
+    # RLlib's PPO takes such spaces: its experiment is not refused.
+    assert main(["train", "file", str(path), "-e", "rllib-ppo", "--dry-run"]) == 0
+
+
+def test_a_trial_larger_than_the_machine_exits_2_before_ray_starts(tmp_path, capsys):
+    cpus = os.cpu_count()
+    err = run_exits_2_before_ray_starts(
+        capsys, str(write(tmp_path, TINY)), "-e", "geppo", "-c", f"num_env_runners={cpus}"
+    )
+    assert f"a trial asks for {cpus + 1} CPUs (num_env_runners: {cpus}), but this machine has " \
+           f"{cpus} CPU" in err
+    assert "lower num_env_runners" in err
+
+
+def unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_address_exits_2_with_one_message(tmp_path, capsys, monkeypatch):
+    port = unused_port()  # free once closed: nothing listens there
+    path = str(write(tmp_path, TINY))
+    err = run_exits_2_before_ray_starts(capsys, path, "--address", f"127.0.0.1:{port}")
+    assert f"--address 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} (connection " \
+           "refused)" in err
+    # `auto` follows RAY_ADDRESS, as ray.init does.
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    err = run_exits_2_before_ray_starts(capsys, path, "--address", "auto")
+    assert "--address auto (" in err and f":{port}): nothing answers at " in err
+
+
+def test_resume_of_an_unknown_run_exits_2_listing_the_runs(tmp_path, capsys):
+    path = str(write(tmp_path, TINY))
+    storage = tmp_path / "results"
+    err = run_exits_2_before_ray_starts(
+        capsys, path, "--storage-path", str(storage), "--resume", "--name", "nope"
+    )
+    assert f"--resume: no run 'nope' in {storage}. There are no runs there" in err
+    for run in ("older", "newer"):  # what Tune leaves in a run's folder
+        (storage / run).mkdir(parents=True)
+        (storage / run / "experiment_state-2026-01-01_00-00-00.json").write_text("{}")
+    (storage / "not-a-run").mkdir()
+    err = run_exits_2_before_ray_starts(
+        capsys, path, "--storage-path", str(storage), "--resume", "--name", "nope"
+    )
+    assert "Runs there: newer, older; pass one with --name" in err

@@ -33,6 +33,12 @@ from rllib_geppo.tools.experiment_file import (
     to_algorithm_config,
     validate_experiment,
 )
+from rllib_geppo.tools.preflight import (
+    check_reachable,
+    check_resources,
+    check_resume,
+    machine_cpus,
+)
 from rllib_geppo.tools.progress import BestReturns, BudgetReporter
 from rllib_geppo.tools.quiet import QuietConsole, quiet_console
 from rllib_geppo.tools.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
@@ -144,7 +150,10 @@ def ray_session(address: str | None, console: QuietConsole | None = None) -> Ite
     import ray
 
     # "local", not None: ray.init() would silently join a cluster started on this machine.
-    ray.init(address=address or "local")
+    try:
+        ray.init(address=address or "local")
+    except ConnectionError as e:  # e.g. the cluster went away after check_reachable()
+        raise UserError(f"--address {address}: {e}") from None
     if console is not None:
         console.refresh()  # Ray's logging handlers, created by ray.init
     log.info("Ray resources: %s", ray.cluster_resources())
@@ -258,11 +267,16 @@ def train_file(args: argparse.Namespace) -> int:
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
+    preflight(args, specs, trials, storage, run_name)
     log.info(
         "%s: %d trial(s) in %d experiment(s); results in %s",
         args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name),
     )
     with quiet_console(not args.verbose) as console, ray_session(args.address, console):
+        import ray
+
+        where = f"the cluster at {args.address}" if args.address else "this machine"
+        check_resources(specs, trials, ray.cluster_resources(), where)
         best_returns = BestReturns()
         results = run_experiments(specs, run_name, storage, args.resume, best_returns)
         print("\nSummary:")
@@ -276,6 +290,20 @@ def train_file(args: argparse.Namespace) -> int:
         )
         return 130
     return 1 if "ERROR" in statuses else 0
+
+
+def preflight(
+    args: argparse.Namespace, specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]],
+    storage: str, run_name: str,
+) -> None:
+    """The checks that need no Ray: the run to resume, the cluster's address, and (for a local
+    Ray) the trials' CPUs against this machine's. Resources are checked again once Ray runs."""
+    if args.resume:
+        check_resume(storage, run_name, _join(storage, run_name))
+    if args.address:
+        check_reachable(args.address)
+    else:
+        check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
 
 
 def report_command(argv: Sequence[str]) -> int:

@@ -262,7 +262,56 @@ def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
         for trial in trials:
             schema.check_config(trial, spec)
             _check_stop(trial, spec, schema.new_api_stack(trial))
+        _check_spaces(spec, trials)
     return trials
+
+
+def _check_spaces(spec: ExperimentSpec, trials: list[dict[str, Any]]) -> None:
+    """GePPO's spaces check (:func:`rllib_geppo.rl_module.check_spaces`, which the algorithm
+    makes in each trial's setup), here before Ray starts: each distinct env is made once."""
+    from rllib_geppo import GePPO
+    from rllib_geppo.rl_module import check_spaces
+
+    if not issubclass(algorithm_class(spec.run, spec.where()), GePPO):
+        return
+    checked: set[str] = set()
+    for trial in trials:
+        env, env_config = trial.get("env"), trial.get("env_config") or {}
+        if env is None or repr((env, env_config)) in checked:
+            continue
+        checked.add(repr((env, env_config)))
+        spaces = env_spaces(env, env_config, spec.where("config.env"))
+        if spaces is None:
+            continue
+        try:
+            check_spaces(*spaces)
+        except ValueError as e:
+            raise UserError(f"{spec.where('config.env')}, 'env: {env}': {e}") from None
+
+
+def env_spaces(env: str, env_config: dict[str, Any], where: str) -> tuple[Any, Any] | None:
+    """The observation and action space of `env`, made as the algorithm makes it, then closed.
+
+    None (with a warning) if the env cannot be made here, e.g. a cluster's env whose package
+    only its worker nodes have: the trial then checks the spaces itself.
+    """
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.env.env_context import EnvContext
+
+    from rllib_geppo import GePPOConfig
+
+    try:
+        # RLlib's own lookup: a Tune-registered name, a class path or a gymnasium id.
+        _, creator = Algorithm._get_env_id_and_creator(env, GePPOConfig())
+        instance = creator(EnvContext(env_config, worker_index=0))
+    except Exception as e:  # whatever the env's constructor raises
+        log.warning("%s: could not make env %r to check its spaces before the run (%s: %s); "
+                    "each trial checks them when it starts.", where, env, type(e).__name__, e)
+        return None
+    try:
+        return instance.observation_space, instance.action_space
+    finally:
+        instance.close()
 
 
 def _validate_sb3_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
@@ -451,7 +500,7 @@ class ConfigSchema:
         if "env" in trial:
             _check_env(trial["env"], spec.where("config.env"))
         try:
-            with _quiet_rllib():
+            with quiet_rllib():
                 config = self.defaults.copy(copy_frozen=False)
                 config.update_from_dict(to_algorithm_config(trial)).validate()
         except (ValueError, TypeError, KeyError) as e:
@@ -613,7 +662,7 @@ def _unreported_key_hint(key: str) -> str | None:
 
 
 @contextmanager
-def _quiet_rllib() -> Iterator[None]:
+def quiet_rllib() -> Iterator[None]:
     """Silence RLlib's per-validate() warnings (e.g. "running on the new API stack")."""
     rllib_logger = logging.getLogger("ray.rllib")
     level = rllib_logger.level
