@@ -25,6 +25,46 @@ REWARD_SCALINGS = ("returns_to_go", "running_return")
 #: How the clip range follows a sampling lag (docs/overlapped_sampling.md).
 LAG_CLIP_RULES = ("unlagged", "bound")
 
+_NO_KL = ("GePPO has no KL penalty: the clip range (`clip_param`) and the TV-driven policy lr "
+          "(`adaptive_lr`, `lr_adapt_factor`, `lr_adapt_min_ratio`) bound each update")
+_NO_LEARNER_CONNECTOR = (
+    "GePPO's learner computes its inputs (V-trace advantages over the whole store) itself and runs "
+    "no learner connector; transform observations with an env-to-module connector "
+    "(.env_runners(env_to_module_connector=...))")
+
+#: PPO's and RLlib's training settings that GePPO does not use: name -> (GePPO's default, what to
+#: use instead). validate() rejects any other value, before Ray starts (docs/algorithm.md).
+UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
+    "vf_loss_coeff": (1.0, "the value function has its own Adam optimizer; set its step size "
+                           "with `vf_lr`"),
+    "use_kl_loss": (False, _NO_KL),
+    "kl_coeff": (0.0, _NO_KL),
+    "kl_target": (0.01, "GePPO's target is a total-variation change of eps/2 per update, set by "
+                        "`clip_param`; `lr_adapt_min_ratio` sets the band below it"),
+    "vf_clip_param": (math.inf, "GePPO never clips the value loss; `grad_clip_scope='all'` clips "
+                                "the value gradient's norm together with the policy's"),
+    "use_critic": (True, "GePPO always learns a value function (V-trace needs it)"),
+    "use_gae": (True, "GePPO's advantages are always V-trace GAE; `lambda_` and `vtrace_clip` "
+                      "set them (`lambda_=1.0`: Monte Carlo-like returns)"),
+    "entropy_coeff_schedule": (None, "use a constant `entropy_coeff`"),
+    "lr_schedule": (None, "GePPO adapts the policy lr from the TV each iteration; "
+                          "`adaptive_lr=False` keeps `lr` fixed"),
+    "train_batch_size": (4000, "set `train_batch_size_per_learner` (n, new env steps per "
+                               "iteration and learner)"),
+    "optimizer": ({}, "GePPO uses Adam for the policy and the value function; `lr`, `vf_lr` and "
+                      "`adam_eps` set them"),
+    "_learner_connector": (None, _NO_LEARNER_CONNECTOR),
+    "add_default_connectors_to_learner_pipeline": (True, _NO_LEARNER_CONNECTOR),
+}
+
+
+def _same(value, default) -> bool:
+    """``value == default``, False where comparing fails or gives no single bool (arrays)."""
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):
+        return False
+
 
 @functools.lru_cache(maxsize=32)
 def _solved_weights(batch_multiple: int, max_policies: int, kind: str, tradeoff: float,
@@ -41,8 +81,10 @@ class GePPOConfig(PPOConfig):
     iteration, B = 2, optimal weights from M_max = 20 (M = 4, nu = [0.4, 0.3, 0.2, 0.1]),
     eps_PPO = 0.2 (eps_GePPO = 0.1), c_bar = 1, alpha = 0.03, beta = 0.5, gamma = 0.995,
     lambda = 0.97, 10 epochs x 32 minibatches, Adam with policy lr 3e-4 (adapted) and value lr
-    3e-4 (fixed), policy grad-norm clip 0.5, no entropy bonus, no KL term, no value clipping,
-    separate 64x64 tanh policy and value networks.
+    3e-4 (fixed), policy grad-norm clip 0.5, no entropy bonus (``entropy_coeff=0``), no KL term,
+    no value clipping, separate 64x64 tanh policy and value networks. PPO settings that GePPO does
+    not use (:data:`UNUSED_SETTINGS`: ``vf_loss_coeff``, ``use_kl_loss``, ``kl_coeff``,
+    ``vf_clip_param``, ...) are rejected by :meth:`validate` unless left at their defaults.
 
     .. code-block:: python
 
@@ -94,7 +136,7 @@ class GePPOConfig(PPOConfig):
         self.lag_clip_rule = "unlagged"  # or "bound": eps under that lag (docs/overlapped_sampling.md)
         self.adam_eps = 1e-8  # Adam's epsilon (torch's default; SB3 uses 1e-5)
         self.grad_clip_scope = "policy"  # or "all": one norm over policy and value (SB3)
-        self.reward_scaling = "returns_to_go"  # or "running_return" (SB3's VecNormalize)
+        self.reward_scaling = "running_return"  # or "returns_to_go" (the authors' code)
         self.obs_stats_warm_start = False  # first update: statistics of the first batch
         self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
 
@@ -126,7 +168,12 @@ class GePPOConfig(PPOConfig):
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
         ``gamma``, ``lambda_``, ``num_epochs``, ``grad_clip``, ``train_batch_size_per_learner``,
-        ...) pass through to :meth:`PPOConfig.training`.
+        ``entropy_coeff``, ...) pass through to :meth:`PPOConfig.training`.
+
+        ``entropy_coeff`` (default 0, the paper's) subtracts ``entropy_coeff`` times the
+        weighted mean entropy of pi_theta, ``mean(w * H)`` in nats, from each minibatch's policy
+        loss; a constant only. PPO's settings that GePPO does not use
+        (:data:`UNUSED_SETTINGS`) must stay at their defaults.
 
         Args:
             batch_multiple: B, PPO's batch in units of n (N = B*n). Default 2.
@@ -165,10 +212,11 @@ class GePPOConfig(PPOConfig):
             grad_clip_scope: what ``grad_clip`` clips: "policy" (default; the paper's: the
                 value function is never clipped) or "all" (one norm over policy and value
                 parameters together, as SB3).
-            reward_scaling: the return whose std scales rewards: "returns_to_go" (default;
-                the authors': discounted returns-to-go of each batch's trajectory chunks) or
-                "running_return" (SB3's ``VecNormalize``: discounted sums of past rewards,
-                carried across the chunks an episode is cut into).
+            reward_scaling: the return whose std scales rewards: "running_return" (default;
+                SB3's ``VecNormalize``: discounted sums of past rewards, carried across the
+                chunks an episode is cut into, so the scale does not depend on how sampling
+                was split) or "returns_to_go" (the authors' code: discounted returns-to-go
+                within each collected chunk, which shorter chunks shrink).
             obs_stats_warm_start: install the first batch's observation statistics before
                 the first update, which otherwise sees raw observations. Default False.
             nonfinite_data: what an episode chunk with a NaN or infinite reward or observation
@@ -261,6 +309,12 @@ class GePPOConfig(PPOConfig):
             self._value_error("GePPO supports single-agent environments only; remove the "
                               ".multi_agent(...) settings.")
         self._validate_geppo_settings()
+        if self.normalize_actions:
+            self._value_error(
+                "`normalize_actions` must be False: GePPO's RLModule already maps its actions to "
+                "the environment's units with the action bounds it holds, and RLlib would rescale "
+                "them a second time. Fix: .environment(normalize_actions=False); clip_actions=True "
+                "keeps the actions within the bounds.")
         if self.enable_rl_module_and_learner or self.minibatch_size is not None:
             super().validate()
         else:
@@ -271,6 +325,10 @@ class GePPOConfig(PPOConfig):
                 super().validate()
             finally:
                 self.minibatch_size = None
+        if self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output:
+            from rllib_geppo.env_runner import GePPOEnvRunner
+
+            self.env_runner_cls = GePPOEnvRunner  # RLlib's, with independent seeds (its module doc)
 
     def _validate_geppo_settings(self) -> None:
         def require(ok: bool, setting: str, allowed: str) -> None:
@@ -341,3 +399,15 @@ class GePPOConfig(PPOConfig):
                 if getattr(self, setting) == new_stack_only:  # "auto" samples synchronously there
                     self._value_error(f"`{setting}={new_stack_only!r}` runs on the new API stack "
                                       "only; leave it at its default on the old API stack.")
+        require(is_number(self.entropy_coeff) and self.entropy_coeff >= 0, "entropy_coeff",
+                "a finite number >= 0 (a constant; schedules are not supported)")
+        self._reject_unused_settings()
+
+    def _reject_unused_settings(self) -> None:
+        """Any value but GePPO's default of a setting in :data:`UNUSED_SETTINGS` is an error."""
+        for setting, (default, instead) in UNUSED_SETTINGS.items():
+            value = getattr(self, setting)
+            if not _same(value, default):
+                name = setting.lstrip("_")
+                self._value_error(f"`{name}={value!r}`: GePPO does not use `{name}` (leave it "
+                                  f"at {default!r}): {instead}.")

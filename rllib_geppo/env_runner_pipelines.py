@@ -18,14 +18,20 @@ than half the EnvRunner's time per step, several times MuJoCo's.
 Either way the EnvRunner still reports its sampling time as a whole; only the per-piece timers
 and the pipelines' episode-length counters are gone. ``tests/test_algorithm.py`` checks that
 the episodes are the same as with RLlib's own pipelines.
+
+Both rely on how RLlib calls a pipeline and on its default pieces, which are not a public API:
+under a Ray outside :data:`TESTED_RAY_VERSION` (checked at import), :func:`lean` returns RLlib's
+own pipelines unchanged, and the driver logs one warning saying so.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import ray
 import torch
 from ray.rllib.connectors.common import (
     AddStatesFromEpisodesToBatch,
@@ -54,6 +60,27 @@ DEFAULT_ENV_TO_MODULE = (AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAn
 DEFAULT_MODULE_TO_ENV = (GetActions, TensorToNumpy, UnBatchToIndividualItems,
                          RemoveSingleTsTimeRankFromBatch, NormalizeAndClipActions,
                          ListifyDataForVectorEnv)
+
+#: The Ray release series the pipelines were checked against (version prefix).
+TESTED_RAY_VERSION = "2.60."
+
+logger = logging.getLogger(__name__)
+
+
+def check_ray_version(version: str) -> bool:
+    """Whether :func:`lean` may replace RLlib's pipelines under Ray ``version`` (a release of
+    :data:`TESTED_RAY_VERSION`). If not, logs one warning, in the driver only: EnvRunner and
+    Learner actors, which import this module too, stay quiet."""
+    if version.startswith(TESTED_RAY_VERSION):
+        return True
+    if not (ray.is_initialized() and ray.get_runtime_context().get_actor_id()):
+        logger.warning("Ray %s is outside the tested %sx: GePPO's EnvRunners use RLlib's own "
+                       "connector pipelines (the same samples, slower).", version, TESTED_RAY_VERSION)
+    return False
+
+
+#: Whether :func:`lean` replaces RLlib's pipelines, decided once, at import.
+LEAN_PIPELINES = check_ray_version(ray.__version__)
 
 
 class _Untimed:
@@ -105,6 +132,8 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
     def __init__(self, *args, clip_actions: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.clip_actions = clip_actions
+        #: The generator actions are drawn from (the EnvRunner's own); None: torch's global one.
+        self.rng: torch.Generator | None = None
 
     def __call__(self, *, rl_module, batch: dict, episodes, explore=None, **kwargs) -> dict[str, Any]:
         if (Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch
@@ -116,7 +145,7 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
         dist = dist_cls.from_logits(batch[Columns.ACTION_DIST_INPUTS])
         if not explore:
             dist = dist.to_deterministic()
-        actions = dist.sample()
+        actions = self._sample(dist)
         out = dict(batch)
         out.setdefault(Columns.ACTION_LOGP, dist.logp(actions))
         # One item per env in every column but the actions, which the vector env takes batched.
@@ -124,6 +153,16 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
         out[Columns.ACTIONS] = _numpy(actions)
         out[Columns.ACTIONS_FOR_ENV] = self._for_env(out[Columns.ACTIONS])
         return out
+
+    def _sample(self, dist) -> torch.Tensor:
+        if self.rng is None:
+            return dist.sample()
+        # Any distribution class draws from the global RNG: lend it this generator's state.
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self.rng.get_state())
+            actions = dist.sample()
+            self.rng.set_state(torch.get_rng_state())
+        return actions
 
     def _for_env(self, actions: np.ndarray) -> np.ndarray:
         space = self.input_action_space
@@ -160,8 +199,11 @@ def lean(pipeline: ConnectorPipelineV2, *, device=None, normalize_actions: bool 
         normalize_actions, clip_actions: the config's settings for the module-to-env pipeline;
             the fused one handles clipping only (normalising goes through the pieces).
 
-    A pipeline of any other class (a user's own) is returned unchanged.
+    A pipeline of any other class (a user's own) is returned unchanged, and so is every
+    pipeline under an untested Ray (:data:`LEAN_PIPELINES`).
     """
+    if not LEAN_PIPELINES:
+        return pipeline
     spaces = {"input_observation_space": pipeline.input_observation_space,
               "input_action_space": pipeline.input_action_space,
               "connectors": pipeline.connectors}

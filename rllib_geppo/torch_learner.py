@@ -38,7 +38,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     @override(TorchLearner)
     def build(self) -> None:
         super().build()
-        if self._device.type == "cpu":
+        if self.device.type == "cpu":
             # Ray caps OMP threads in remote actors, not in the driver, where a local learner
             # (num_learners=0) lives. For 64x64 MLPs, intra-op threads fighting the EnvRunners
             # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
@@ -47,13 +47,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
-        module = self._module[module_id]
+        module = self.module[module_id]
         value_params = list(module.vf.parameters())
         value_ids = {id(p) for p in value_params}
         policy_params = [p for p in module.parameters() if id(p) not in value_ids]
         optimizer = torch.optim.Adam(
             [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
-            eps=config.adam_eps, **_fast_adam_kwargs(self._device))
+            eps=config.adam_eps, **_fast_adam_kwargs(self.device))
         # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
         self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
                                 params=policy_params + value_params, lr_or_lr_schedule=None)
@@ -77,7 +77,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         """Everything the gradient steps read, for the real rows, on this learner's device:
         observations, actions, log mu, the clip centre pi_k/mu, V-trace advantages and value
         targets under pi_k, sample weights, and pi_k's distribution inputs (for the KL)."""
-        batch = {name: torch.as_tensor(column, device=self._device) for name, column in layout.items()}
+        batch = {name: torch.as_tensor(column, device=self.device) for name, column in layout.items()}
         module = self.module[module_id].unwrapped()
         out = module.forward_train({Columns.OBS: batch[C.OBS]})
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
@@ -104,11 +104,11 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         rows = len(data[C.ADVANTAGES])
         steps = min(inputs.minibatches_per_epoch, rows)
         size = rows // steps
-        sums = torch.zeros(3, device=self._device)  # policy loss, value loss, grad norm
-        skipped = torch.zeros((), device=self._device)
+        sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
+        skipped = torch.zeros((), device=self.device)
         for _ in range(self.config.num_epochs):
-            order = (torch.randperm(rows, device=self._device) if self.config.shuffle_batch_per_epoch
-                     else torch.arange(rows, device=self._device))
+            order = (torch.randperm(rows, device=self.device) if self.config.shuffle_batch_per_epoch
+                     else torch.arange(rows, device=self.device))
             epoch = {name: data[name][order] for name in _MINIBATCH_COLUMNS}
             for start in range(0, steps * size, size):
                 minibatch = {name: column[start:start + size] for name, column in epoch.items()}
@@ -123,10 +123,12 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor],
                          clip_eps: float) -> tuple[Tensor, Tensor]:
         """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
-        objective (negated) and the weighted value regression."""
+        objective (negated, less ``entropy_coeff`` times the weighted entropy) and the weighted
+        value regression."""
         module = self.module[module_id]  # DDP-wrapped with 2+ learners: gradients are averaged
         out = module.forward_train({Columns.OBS: minibatch[C.OBS]})
         dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+        entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
             logp=dist.logp(minibatch[C.ACTIONS]),
             behaviour_logp=minibatch[C.BEHAVIOUR_LOGP],
@@ -136,6 +138,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             value_targets=minibatch[C.VALUE_TARGETS],
             weights=minibatch[C.SAMPLE_WEIGHTS],
             clip_eps=clip_eps,
+            entropy=dist.entropy() if entropy_coeff else None,
+            entropy_coeff=entropy_coeff,
         )
 
     def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],

@@ -9,6 +9,7 @@ from rllib_geppo.core.objective import (
     adapt_lr,
     clip_fraction,
     clipped_surrogate_loss,
+    entropy_bonus,
     geppo_losses,
     ratio,
     standardize_advantages,
@@ -131,3 +132,32 @@ def test_tv_target_is_half_the_clip_range():
 
 def test_adapt_lr_with_beta_zero_only_falls():
     assert adapt_lr(1e-3, 0.0, 0.1, factor=0.03, min_ratio=0.0) == pytest.approx(1e-3)
+
+
+def test_entropy_bonus_is_subtracted_with_the_sample_weights():
+    # The setting of test_geppo_losses_standardise_then_weight, plus entropies H = [1, 3] and
+    # entropy_coeff 0.1: the bonus is mean(w H) = (1.5 * 1 + 0.5 * 3) / 2 = 1.5, so the policy
+    # loss drops by 0.15, d(loss)/dH = -0.1 * w / 2 = [-0.075, -0.025], the value loss stays.
+    def losses(entropy_coeff, entropy=None):
+        return geppo_losses(logp=torch.zeros(2), behaviour_logp=torch.zeros(2), center=torch.ones(2),
+                            advantages=torch.tensor([1.0, 2.0]), values=torch.tensor([0.0, 1.0]),
+                            value_targets=torch.tensor([2.0, 1.0]), weights=torch.tensor([1.5, 0.5]),
+                            clip_eps=0.1, entropy=entropy, entropy_coeff=entropy_coeff)
+
+    entropy = torch.tensor([1.0, 3.0], requires_grad=True)
+    (plain_policy, plain_value), (policy, value) = losses(0.0), losses(0.1, entropy)
+    assert policy.item() == pytest.approx(plain_policy.item() - 0.15)
+    assert value.item() == pytest.approx(plain_value.item())
+    policy.backward()
+    torch.testing.assert_close(entropy.grad, torch.tensor([-0.075, -0.025]))
+    with pytest.raises(ValueError, match="no entropy was given"):
+        losses(0.1)
+
+
+def test_entropy_bonus_pushes_a_gaussian_log_std_up():
+    # H(N(m, s)) = log s + log(2 pi e) / 2 per dimension: d(-c * mean(w H)) / d(log s) = -c mean(w).
+    log_std = torch.tensor([0.2, -0.4], requires_grad=True)
+    dist = torch.distributions.Normal(torch.zeros(3, 2), log_std.exp().expand(3, 2))
+    weights = torch.tensor([0.5, 1.0, 2.0])
+    (-0.01 * entropy_bonus(dist.entropy().sum(-1), weights)).backward()
+    torch.testing.assert_close(log_std.grad, torch.full((2,), -0.01 * 3.5 / 3))

@@ -70,13 +70,14 @@ def chunks(rng: np.random.Generator) -> list[Segment]:
             for steps, terminated, version in ((7, True, 3), (5, False, 4))]
 
 
-def test_targets_loss_and_gradients_equal_the_new_stack():
+@pytest.mark.parametrize("entropy_coeff", [0.0, 0.5])
+def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
     env = gym.make("Pendulum-v1")
-    learner = GePPOConfig().environment("Pendulum-v1").build_learner(env=env)
+    config = GePPOConfig().environment("Pendulum-v1").training(entropy_coeff=entropy_coeff)
+    learner = config.build_learner(env=env)
     module = learner.module[DEFAULT_MODULE_ID]
     module.set_obs_stats(np.array([0.5, -0.2, 1.0]), np.array([1.5, 0.7, 2.0]))
-    policy = GePPOTorchPolicy(env.observation_space, env.action_space,
-                              old_stack(GePPOConfig().environment("Pendulum-v1")).to_dict())
+    policy = GePPOTorchPolicy(env.observation_space, env.action_space, old_stack(config).to_dict())
     policy.model.module.load_state_dict(module.state_dict())
     layout = lay_out(chunks(np.random.default_rng(0)))
     inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={3: 0.8, 4: 1.3},
@@ -93,6 +94,15 @@ def test_targets_loss_and_gradients_equal_the_new_stack():
     new_loss = sum(learner.minibatch_losses(DEFAULT_MODULE_ID, new, inputs.clip_eps))
     old_loss = sum(policy.loss(policy.model, policy.dist_class, old))
     torch.testing.assert_close(old_loss, new_loss, rtol=1e-5, atol=1e-7)
+    if entropy_coeff:  # the old stack takes the bonus too: -c * mean(w * H) on top of c = 0's loss
+        policy.config["entropy_coeff"] = 0.0
+        with torch.no_grad():
+            plain = sum(policy.loss(policy.model, policy.dist_class, old))
+            dist = policy.dist_class(policy.model(old)[0], policy.model)
+            bonus = (old[C.SAMPLE_WEIGHTS] * dist.entropy()).mean()
+        policy.config["entropy_coeff"] = entropy_coeff
+        assert bonus.abs() > 0.1
+        torch.testing.assert_close(old_loss.detach(), plain - entropy_coeff * bonus)
     new_loss.backward()
     old_loss.backward()
     old_params = dict(policy.model.module.named_parameters())

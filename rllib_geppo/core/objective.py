@@ -6,8 +6,9 @@ Notation, per sample (s, a) collected by the behaviour policy mu = pi_{k-i}:
     center = pi_k(a|s)     / mu(a|s)    where rho starts this update (1 for fresh samples)
     w      = nu[i] * M                  the policy weight of the sample's age (mean 1)
 
-Loss (to minimise): mean(w * max(-rho * A, -clip(rho, center - eps, center + eps) * A)).
-With mu = pi_k and w = 1 this is PPO's clipped surrogate.
+Loss (to minimise): mean(w * max(-rho * A, -clip(rho, center - eps, center + eps) * A)),
+minus ``entropy_coeff * mean(w * H(pi_theta(.|s)))`` when an entropy bonus is asked for (default
+0, the paper's). With mu = pi_k, w = 1 and no bonus this is PPO's clipped surrogate.
 
 Pure torch; no Ray. Both API stacks call these functions. ``center`` is computed once per update
 (pi_k is fixed during it); ``rho`` once per minibatch.
@@ -58,6 +59,12 @@ def clipped_surrogate_loss(rho: Tensor, center: Tensor, advantages: Tensor, weig
     return torch.mean(weights * torch.maximum(-rho * advantages, -clipped * advantages))
 
 
+def entropy_bonus(entropy: Tensor, weights: Tensor) -> Tensor:
+    """``mean(w * H)``: the entropy of pi_theta(.|s) per sample (nats), weighted like the
+    surrogate, so each batch age counts as much as it does in the objective."""
+    return torch.mean(weights * entropy)
+
+
 def value_loss(values: Tensor, value_targets: Tensor, weights: Tensor) -> Tensor:
     """``0.5 * mean(w * (target - V)^2)``; the targets are fixed for the whole update."""
     return 0.5 * torch.mean(weights * (value_targets - values) ** 2)
@@ -73,16 +80,25 @@ def geppo_losses(
     value_targets: Tensor,
     weights: Tensor,
     clip_eps: float,
+    entropy: Tensor | None = None,
+    entropy_coeff: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """One minibatch's ``(policy_loss, value_loss)``: advantages standardised over the minibatch,
-    then :func:`clipped_surrogate_loss` with rho = pi_theta / mu, and :func:`value_loss`.
+    then :func:`clipped_surrogate_loss` with rho = pi_theta / mu, less ``entropy_coeff`` times
+    :func:`entropy_bonus`, and :func:`value_loss`.
 
-    ``logp`` is log pi_theta(a|s) with gradient; ``center`` is pi_k / mu (:func:`ratio`); the
-    other arguments are as in :func:`clipped_surrogate_loss` and :func:`value_loss`.
+    ``logp`` is log pi_theta(a|s) with gradient; ``center`` is pi_k / mu (:func:`ratio`);
+    ``entropy`` is H(pi_theta(.|s)) per sample with gradient, needed only when ``entropy_coeff``
+    (>= 0, default 0: no bonus) is not 0; the other arguments are as in
+    :func:`clipped_surrogate_loss` and :func:`value_loss`.
     """
     advantages = standardize_advantages(advantages, center, weights)
-    return (clipped_surrogate_loss(ratio(logp, behaviour_logp), center, advantages, weights, clip_eps),
-            value_loss(values, value_targets, weights))
+    policy_loss = clipped_surrogate_loss(ratio(logp, behaviour_logp), center, advantages, weights, clip_eps)
+    if entropy_coeff:
+        if entropy is None:
+            raise ValueError("geppo_losses: entropy_coeff is not 0 but no entropy was given.")
+        policy_loss = policy_loss - entropy_coeff * entropy_bonus(entropy, weights)
+    return policy_loss, value_loss(values, value_targets, weights)
 
 
 def policy_change_stats(
@@ -107,7 +123,7 @@ def policy_change_stats(
         "tv": tv_estimate(rho, center, weights),
         "clip_fraction": clip_fraction(rho, center, clip_eps),
         "mean_kl": torch.mean(weights * kl),
-        "entropy": torch.mean(weights * entropy),
+        "entropy": entropy_bonus(entropy, weights),
     }
 
 

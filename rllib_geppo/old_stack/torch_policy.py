@@ -129,8 +129,10 @@ class GePPOTorchPolicy(TorchPolicyV2):
         value_ids = {id(p) for p in value_params}
         policy_params = [p for p in self.model.parameters() if id(p) not in value_ids]
         eps = self.config["adam_eps"]
-        return [torch.optim.Adam(policy_params, lr=self.config["lr"], eps=eps),
-                torch.optim.Adam(value_params, lr=self.config["vf_lr"], eps=eps)]
+        # Kept by name here: TorchPolicyV2 holds its list only in a private attribute.
+        self.policy_optimizer = torch.optim.Adam(policy_params, lr=self.config["lr"], eps=eps)
+        self.value_optimizer = torch.optim.Adam(value_params, lr=self.config["vf_lr"], eps=eps)
+        return [self.policy_optimizer, self.value_optimizer]
 
     @override(TorchPolicyV2)
     def postprocess_trajectory(self, sample_batch: SampleBatch, other_agent_batches=None,
@@ -150,8 +152,10 @@ class GePPOTorchPolicy(TorchPolicyV2):
     def loss(self, model: ModelV2, dist_class: type[TorchDistributionWrapper],
              train_batch: SampleBatch) -> list[torch.Tensor]:
         dist_inputs, _ = model(train_batch)
+        dist = dist_class(dist_inputs, model)
+        entropy_coeff = self.config["entropy_coeff"]
         policy_loss, vf_loss = objective.geppo_losses(
-            logp=dist_class(dist_inputs, model).logp(train_batch[C.ACTIONS]),
+            logp=dist.logp(train_batch[C.ACTIONS]),
             behaviour_logp=train_batch[C.BEHAVIOUR_LOGP],
             center=train_batch[C.CENTER],
             advantages=train_batch[C.ADVANTAGES],
@@ -159,6 +163,8 @@ class GePPOTorchPolicy(TorchPolicyV2):
             value_targets=train_batch[C.VALUE_TARGETS],
             weights=train_batch[C.SAMPLE_WEIGHTS],
             clip_eps=self.clip_eps,
+            entropy=dist.entropy() if entropy_coeff else None,
+            entropy_coeff=entropy_coeff,
         )
         model.tower_stats["policy_loss"] = policy_loss
         model.tower_stats["vf_loss"] = vf_loss
@@ -172,7 +178,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
     @override(TorchPolicyV2)
     def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict[str, Any]:
         # Clip the policy's gradient norm only (the same function as the new stack's learner).
-        if optimizer is not self._optimizers[0]:
+        if optimizer is not self.policy_optimizer:
             return {}
         params = [p for group in optimizer.param_groups for p in group["params"]]
         norm = clip_gradients_(params, self.config["grad_clip"], self.config["grad_clip_by"])
@@ -181,8 +187,8 @@ class GePPOTorchPolicy(TorchPolicyV2):
     @override(TorchPolicyV2)
     def apply_gradients(self, gradients) -> None:
         # Skip a step whose gradients are not finite: weights and optimizer state stay as they are.
-        grads = [p.grad for opt in self._optimizers for group in opt.param_groups
-                 for p in group["params"] if p.grad is not None]
+        grads = [p.grad for opt in (self.policy_optimizer, self.value_optimizer)
+                 for group in opt.param_groups for p in group["params"] if p.grad is not None]
         if not torch.isfinite(torch.nn.utils.get_total_norm(grads)):
             self.num_skipped_steps += 1
             return
@@ -192,11 +198,11 @@ class GePPOTorchPolicy(TorchPolicyV2):
 
     @property
     def policy_lr(self) -> float:
-        return self._optimizers[0].param_groups[0]["lr"]
+        return self.policy_optimizer.param_groups[0]["lr"]
 
     def begin_update(self, inputs: UpdateInputs) -> None:
         """Take this update's policy lr and clip range (decided by the Algorithm)."""
-        for group in self._optimizers[0].param_groups:
+        for group in self.policy_optimizer.param_groups:
             group["lr"] = inputs.policy_lr
         self.clip_eps = inputs.clip_eps
         self.num_skipped_steps = 0

@@ -1,0 +1,144 @@
+"""A config that says no: PPO settings GePPO does not use are rejected before Ray starts,
+``entropy_coeff`` works, and the lean EnvRunner pipelines give way to RLlib's under an untested Ray."""
+
+import logging
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray
+import torch
+from ray.rllib.connectors.env_to_module import EnvToModulePipeline
+from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+from rllib_geppo import GePPOConfig, env_runner_pipelines
+from rllib_geppo.config import UNUSED_SETTINGS
+
+RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
+
+
+def pendulum(**training) -> GePPOConfig:
+    return GePPOConfig().environment("Pendulum-v1").training(**training)
+
+
+def old_stack(config: GePPOConfig) -> GePPOConfig:
+    return config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+
+
+# -- Settings GePPO does not use ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting,value,instead", [
+    ("vf_loss_coeff", 0.5, "its own Adam optimizer; set its step size with `vf_lr`"),
+    ("use_kl_loss", True, "no KL penalty"),
+    ("kl_coeff", 0.2, "no KL penalty"),
+    ("kl_target", 0.02, "set by `clip_param`"),
+    ("vf_clip_param", 10.0, "never clips the value loss"),
+    ("use_critic", False, "always learns a value function"),
+    ("use_gae", False, "always V-trace GAE"),
+    ("entropy_coeff_schedule", [[0, 0.01], [1000, 0.0]], "constant `entropy_coeff`"),
+    ("lr_schedule", [[0, 1e-3], [1000, 1e-4]], "`adaptive_lr=False` keeps `lr` fixed"),
+    ("train_batch_size", 2048, "`train_batch_size_per_learner`"),
+    ("optimizer", {"type": "SGD"}, "`lr`, `vf_lr` and `adam_eps`"),
+])
+@pytest.mark.parametrize("new_stack", [True, False])
+def test_unused_ppo_settings_are_rejected_with_what_to_use_instead(setting, value, instead, new_stack):
+    config = pendulum(**{setting: value})
+    config = config if new_stack else old_stack(config)
+    with pytest.raises(ValueError, match=rf"`{setting}=.*`: GePPO does not use `{setting}`") as err:
+        config.validate()
+    assert instead in str(err.value)
+
+
+def test_a_learner_connector_is_rejected():
+    config = pendulum().learners(learner_connector=lambda obs_space, act_space: [])
+    with pytest.raises(ValueError, match="GePPO does not use `learner_connector`.*env_to_module"):
+        config.validate()
+
+
+def test_defaults_and_settings_left_at_them_validate():
+    """Every setting in UNUSED_SETTINGS is covered above or here; set to GePPO's default (as a
+    YAML file that repeats the defaults does) it passes on both stacks, as does the PPO baseline."""
+    defaults = {name.lstrip("_"): default for name, (default, _) in UNUSED_SETTINGS.items()}
+    assert set(defaults) >= {"vf_loss_coeff", "use_kl_loss", "kl_coeff", "vf_clip_param"}
+    config = GePPOConfig().environment("Pendulum-v1")
+    config.update_from_dict({k: v for k, v in defaults.items() if k != "learner_connector"})
+    config.validate()
+    old_stack(config).validate()
+    pendulum(sample_reuse=False, adaptive_lr=False, entropy_coeff=0.01).validate()
+    assert pendulum().entropy_coeff == 0.0 and pendulum().vf_clip_param == math.inf
+
+
+@pytest.mark.parametrize("value", [-0.01, math.nan, [[0, 0.01], [1000, 0.0]], "0.01"])
+def test_entropy_coeff_must_be_a_non_negative_constant(value):
+    with pytest.raises(ValueError, match="`entropy_coeff` must be a finite number >= 0"):
+        pendulum(entropy_coeff=value).validate()
+
+
+def test_rllib_train_file_exits_2_naming_the_setting(tmp_path):
+    yaml_file = tmp_path / "kl.yaml"
+    yaml_file.write_text("kl:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
+                         "  config:\n    kl_coeff: 0.2\n")
+    proc = subprocess.run([str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "`kl_coeff=0.2`: GePPO does not use `kl_coeff`" in proc.stderr
+    assert "To suppress all validation errors" not in proc.stderr
+
+
+# -- entropy_coeff on RLlib's new API stack ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def log_std_after_training(entropy_coeff: float) -> tuple[torch.Tensor, dict]:
+    """Pendulum, two small iterations sampled in the driver, fixed seed: the policy's log-std
+    parameter and the last learner metrics."""
+    algo = (pendulum(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4,
+                     entropy_coeff=entropy_coeff)
+            .env_runners(num_env_runners=0).debugging(seed=0).build_algo())
+    try:
+        for _ in range(2):
+            result = algo.train()
+        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+        return module.log_std.detach().clone(), result["learners"][DEFAULT_MODULE_ID]
+    finally:
+        algo.stop()
+
+
+def test_entropy_coeff_widens_the_policy(local_ray):
+    (plain, plain_stats), (bonus, bonus_stats) = map(log_std_after_training, (0.0, 1.0))
+    # 16 Adam steps at lr ~3e-4 pushed by the bonus alone would add ~0.005 to the log-std.
+    assert (bonus - plain).min().item() > 0.002
+    assert bonus_stats["entropy"] > plain_stats["entropy"]
+
+
+# -- An untested Ray: RLlib's own EnvRunner pipelines ---------------------------------------------
+
+
+def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING, logger=env_runner_pipelines.__name__):
+        lean = env_runner_pipelines.check_ray_version("2.61.0")
+    assert not lean and env_runner_pipelines.check_ray_version(ray.__version__)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Ray 2.61.0 is outside the tested 2.60.x: GePPO's EnvRunners use RLlib's own connector "
+        "pipelines (the same samples, slower)."]
+    monkeypatch.setattr(env_runner_pipelines, "LEAN_PIPELINES", lean)
+    runner = SingleAgentEnvRunner(config=pendulum().env_runners(num_env_runners=0).debugging(seed=0))
+    try:
+        assert type(runner._env_to_module) is EnvToModulePipeline
+        assert type(runner._module_to_env) is ModuleToEnvPipeline
+        episodes = runner.sample(num_timesteps=100, explore=True)
+        assert sum(map(len, episodes)) == 100
+        assert "env_to_module_connector" in runner.get_metrics()  # RLlib's timers are back
+    finally:
+        runner.stop()
