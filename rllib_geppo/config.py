@@ -116,7 +116,7 @@ class GePPOConfig(PPOConfig):
         # RLlib must not rescale samples, only clip them to the bounds for the env.
         self.normalize_actions = False
         self.clip_actions = True
-        self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}
+        self.rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"})
 
         # GePPO settings (paper symbol in brackets).
         self.batch_multiple = 2  # B: PPO's batch N = B * n

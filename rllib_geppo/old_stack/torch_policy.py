@@ -257,7 +257,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
 
     def _evaluate(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(action-distribution inputs, values) of the current model."""
-        dist_inputs, _ = self.model(SampleBatch({SampleBatch.OBS: obs}, _is_training=False))
+        dist_inputs, _ = self.model(SampleBatch({SampleBatch.OBS: obs}))
         return dist_inputs, self.model.value_function()
 
 
@@ -266,7 +266,7 @@ def _value_only_parameters(model: ModelV2, observation_space: gym.Space,
     """The parameters that reach the value output but not the action distribution's inputs."""
     obs = convert_to_torch_tensor(np.stack([observation_space.sample()] * 2).astype(np.float32),
                                   device=device)
-    dist_inputs, _ = model(SampleBatch({SampleBatch.OBS: obs}, _is_training=False))
+    dist_inputs, _ = model(SampleBatch({SampleBatch.OBS: obs}))
     values = model.value_function()
     params = list(model.parameters())
     policy_grads = torch.autograd.grad(dist_inputs.sum(), params, allow_unused=True, retain_graph=True)
