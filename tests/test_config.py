@@ -1,6 +1,7 @@
 """A config that says no: PPO settings GePPO does not use are rejected before Ray starts,
 ``entropy_coeff`` works, and the lean EnvRunner pipelines give way to RLlib's under an untested Ray."""
 
+import inspect
 import logging
 import math
 import subprocess
@@ -88,6 +89,14 @@ def test_rllib_train_file_exits_2_naming_the_setting(tmp_path):
     assert proc.returncode == 2
     assert "`kl_coeff=0.2`: GePPO does not use `kl_coeff`" in proc.stderr
     assert "To suppress all validation errors" not in proc.stderr
+
+
+def test_algorithm_page_documents_every_setting():
+    """docs/algorithm.md has a row for each of GePPO's own settings and each rejected one."""
+    page = (Path(__file__).parents[1] / "docs" / "algorithm.md").read_text()
+    own = [p for p in inspect.signature(GePPOConfig.training).parameters if p not in ("self", "kwargs")]
+    for setting in [*own, *(name.lstrip("_") for name in UNUSED_SETTINGS), "entropy_coeff"]:
+        assert f"| `{setting}`" in page or f", `{setting}`" in page, setting
 
 
 # -- entropy_coeff on RLlib's new API stack ----------------------------------------------------
