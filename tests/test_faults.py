@@ -2,7 +2,10 @@
 bad settings and bad files. Nothing non-finite may reach the store, the statistics, the weights
 or a checkpoint; every bad input gets a message that names it and the fix."""
 
+import json
 import math
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from ray.tune.registry import register_env
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.algorithm import NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.segments import Segment, lay_out
+from rllib_geppo.core.segments import Segment, from_layout, lay_out
 from rllib_geppo.tools.cli import main
 
 # The environments below are defined here: ship them to Ray's workers by value.
@@ -168,7 +171,7 @@ def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
         bad = dict(algo.store.batches[-1].layout)
         bad[C.REWARDS] = np.full_like(bad[C.REWARDS], np.nan)
         bad[C.VERSION] = np.full_like(bad[C.VERSION], algo.policy_version)
-        algo.store.add(bad)
+        algo.store.add(from_layout(bad))
         algo._update_learners()
         learner = algo.metrics.peek(("learners", DEFAULT_MODULE_ID))
         assert learner["num_skipped_steps"] == learner["num_gradient_steps"] == 8
@@ -262,3 +265,82 @@ def test_a_failed_trial_points_to_its_error_file_under_the_storage_path(tmp_path
         assert "non-finite reward = nan at env step 100" in error_file.read_text()
     finally:
         start_ray()
+
+
+CRASH_RUN = """
+crash-pendulum:
+  run: GePPO
+  env: fault-pendulum
+  stop: {training_iteration: 3}
+  checkpoint_config: {checkpoint_frequency: 1}
+  config:
+    env_config: {kind: crash, at: 300, marker: MARKER}
+    train_batch_size_per_learner: 128
+    num_epochs: 1
+    num_env_runners: 0
+"""
+
+
+def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_intact_one(
+    tmp_path, capsys,
+):
+    ray.shutdown()  # the command starts its own Ray
+    register_env("fault-pendulum", Fault)  # kept until the command's Ray starts
+    try:
+        path = tmp_path / "crash.yaml"
+        path.write_text(CRASH_RUN.replace("MARKER", str(tmp_path / "crashed")))
+        run = ["train", "file", str(path), "--storage-path", str(tmp_path / "r")]
+        assert main(run) == 1  # the env crashes in iteration 3, after checkpoints 0 and 1
+        (trial_dir,) = (tmp_path / "r" / "crash").glob("crash-pendulum_*")
+        assert sorted(c.name for c in trial_dir.glob("checkpoint_*")) == [
+            "checkpoint_000000", "checkpoint_000001"]
+        damaged = trial_dir / "checkpoint_000001" / "algorithm_state.pkl"
+        damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+        capsys.readouterr()
+
+        register_env("fault-pendulum", Fault)  # each Ray session forgets it
+        assert main([*run, "--resume"]) == 2 and not ray.is_initialized()
+        err = capsys.readouterr().err
+        assert f"checkpoint {trial_dir / 'checkpoint_000001'} is damaged: algorithm_state.pkl " \
+               f"({damaged}) cannot be read (" in err
+        command = err.split("The previous intact checkpoint is checkpoint_000000; continue from "
+                            "it with: ")[1].strip()
+        assert command == (f"rllib train file {path} --storage-path {tmp_path / 'r'} --name crash"
+                           " --resume --skip-damaged-checkpoints")
+        assert main([*run, "--resume", "--name", "nope"]) == 2
+        assert "Runs there: crash; pass one with --name" in capsys.readouterr().err
+
+        register_env("fault-pendulum", Fault)
+        assert main(shlex.split(command)[1:]) == 0  # the marker file: no second crash
+        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        # Restored from checkpoint_000000 (iteration 1, 128 steps): iteration 2 runs again.
+        assert [r["training_iteration"] for r in results] == [1, 2, 2, 3]
+        assert [r["num_env_steps_sampled_lifetime"] for r in results] == [128, 256, 256, 384]
+        assert damaged.exists()  # kept for inspection
+    finally:
+        start_ray()
+
+
+def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(tmp_path):
+    """`--address`: a trial's request against the joined cluster (this module's Ray: 3 CPUs)."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    path = tmp_path / "big.yaml"
+    path.write_text("big:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
+                    f"  config: {{num_env_runners: 3, num_learners: {gpus + 1}, "
+                    "num_gpus_per_learner: 1}\n")
+    address = ray.get_runtime_context().gcs_address
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("rllib")), "train", "file", str(path),
+         "--address", address, "--storage-path", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"rllib: error: {path}: experiment 'big': a trial asks for 4 CPUs, {gpus + 1} "
+        f"GPU{'s' if gpus else ''} (num_env_runners: 3, num_learners: {gpus + 1}, "
+        f"num_gpus_per_learner: 1), but the cluster at {address} has 3 CPUs, {gpus} "
+        f"GPU{'' if gpus == 1 else 's'}; Tune would wait for them forever. Fix: lower "
+        "num_env_runners (each takes a CPU; 0 samples in the trial's own process); set "
+        "num_gpus_per_learner: 0 to learn on the CPU; or run on a larger cluster (--address)."
+    )
+    assert not (tmp_path / "r").exists()  # nothing queued

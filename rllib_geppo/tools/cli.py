@@ -14,6 +14,7 @@ import argparse
 import functools
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 
+from rllib_geppo.tools.checkpoints import ResumeFromIntact, check_run_checkpoints
 from rllib_geppo.tools.experiment_file import (
     ExperimentSpec,
     UserError,
@@ -110,7 +112,7 @@ def _trial_name(experiment: str, trial: Any) -> str:
 
 def run_experiments(
     specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool,
-    best_returns: BestReturns | None = None,
+    best_returns: BestReturns | None = None, intact: Mapping[str, Path] | None = None,
 ) -> list:
     """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
 
@@ -136,7 +138,7 @@ def run_experiments(
         # restarts failed trials (e.g. on a lost node) from their last checkpoint.
         resume="AUTO+ERRORED" if resume else False,
         raise_on_failed_trial=False,
-        callbacks=[best_returns] if best_returns else None,
+        callbacks=[c for c in (best_returns, intact and ResumeFromIntact(intact)) if c] or None,
     )
 
 
@@ -245,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume the run in --storage-path/--name: unfinished and failed trials continue",
     )
     file.add_argument(
+        "--skip-damaged-checkpoints", action="store_true",
+        help="with --resume: a trial whose newest checkpoint cannot be read continues from its "
+        "previous intact checkpoint (default: exit naming the damaged file)",
+    )
+    file.add_argument(
         "--verbose", "-v", action="store_true",
         help="show every message of Ray, RLlib and Tune (default: known-harmless ones are hidden)",
     )
@@ -267,7 +274,7 @@ def train_file(args: argparse.Namespace) -> int:
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
-    preflight(args, specs, trials, storage, run_name)
+    intact = preflight(args, specs, trials, storage, run_name)
     log.info(
         "%s: %d trial(s) in %d experiment(s); results in %s",
         args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name),
@@ -278,16 +285,13 @@ def train_file(args: argparse.Namespace) -> int:
         where = f"the cluster at {args.address}" if args.address else "this machine"
         check_resources(specs, trials, ray.cluster_resources(), where)
         best_returns = BestReturns()
-        results = run_experiments(specs, run_name, storage, args.resume, best_returns)
+        results = run_experiments(specs, run_name, storage, args.resume, best_returns, intact)
         print("\nSummary:")
         for trial in results:
             print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
-        log.warning(
-            "Interrupted. Continue with: %s train file %s --storage-path %s --name %s --resume",
-            _prog(), args.file, args.storage_path, run_name,
-        )
+        log.warning("Interrupted. Continue with: %s", resume_command(args, run_name))
         return 130
     return 1 if "ERROR" in statuses else 0
 
@@ -295,15 +299,34 @@ def train_file(args: argparse.Namespace) -> int:
 def preflight(
     args: argparse.Namespace, specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]],
     storage: str, run_name: str,
-) -> None:
-    """The checks that need no Ray: the run to resume, the cluster's address, and (for a local
-    Ray) the trials' CPUs against this machine's. Resources are checked again once Ray runs."""
+) -> dict[str, Path]:
+    """The checks that need no Ray: the run to resume and its checkpoints, the cluster's
+    address, and (for a local Ray) the trials' CPUs against this machine's. Resources are
+    checked again once Ray runs. Returns the checkpoints to resume from instead of damaged ones.
+    """
+    intact: dict[str, Path] = {}
     if args.resume:
         check_resume(storage, run_name, _join(storage, run_name))
+        intact = check_run_checkpoints(
+            _join(storage, run_name), resume_command(args, run_name), args.skip_damaged_checkpoints
+        )
+    elif args.skip_damaged_checkpoints:
+        raise UserError("--skip-damaged-checkpoints applies to --resume only.")
     if args.address:
         check_reachable(args.address)
     else:
         check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
+    return intact
+
+
+def resume_command(args: argparse.Namespace, run_name: str) -> str:
+    """The command line that resumes this run, with the options it was started with."""
+    argv = ["train", "file", args.file, "--storage-path", args.storage_path, "--name", run_name]
+    argv += ["--address", args.address] if args.address else []
+    for option, values in (("-e", args.experiment), ("-c", args.config), ("--stop", args.stop)):
+        argv += [item for value in values for item in (option, value)]
+    argv += ["--num-samples", str(args.num_samples)] if args.num_samples is not None else []
+    return f"{_prog()} {shlex.join([*argv, '--resume'])}"
 
 
 def report_command(argv: Sequence[str]) -> int:
