@@ -51,7 +51,6 @@ from ray.rllib.utils.metrics import (
 
 from rllib_geppo.config import GePPOConfig
 from rllib_geppo.core import segments
-from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.normalization import RunningMeanStd, RunningReturns, discounted_returns_to_go
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
@@ -147,19 +146,23 @@ class GePPO(PPO):
                                window=1)
 
     def add_to_store(self, new_segments: Sequence[Segment]) -> int:
-        """Check the new segments, lay them out as one batch, store it and fold it into the
-        running statistics (both API stacks). Returns the number of segments dropped."""
+        """Check the new segments, store them as one batch and fold them into the running
+        statistics (both API stacks). Returns the number of segments dropped.
+
+        Every statistic is a function of the steps alone, whatever chunks sampling cut them
+        into: each observation s_0 ... s_{T-1} counts once (s_T is the next chunk's s_0), and
+        the returns run on across an episode's chunks (``reward_scaling="running_return"``).
+        """
         kept = self._finite_segments(new_segments)
         if not kept:
             logger.warning("iteration %d collected no usable samples; the store is unchanged.",
                            self.iteration)
             return len(new_segments)
-        layout = segments.lay_out(kept)
-        self.store.add(layout)
-        real = layout[C.LOSS_MASK]
+        self.store.add(kept)
+        observations = np.concatenate([np.asarray(s.obs[:-1], dtype=np.float32) for s in kept])
         if self.obs_stats is None:
-            self.obs_stats = RunningMeanStd(layout[C.OBS].shape[1:])
-        self.obs_stats.update(layout[C.OBS][real])
+            self.obs_stats = RunningMeanStd(observations.shape[1:])
+        self.obs_stats.update(observations)
         self.return_stats.update(self._returns(kept))
         return len(new_segments) - len(kept)
 
@@ -265,25 +268,36 @@ class GePPO(PPO):
             "reward_scale": inputs.reward_scale,
         }
 
-    def _sync_env_runner_weights(self) -> None:
+    def _sync_env_runner_weights(self, *, force: bool = False) -> None:
         """Give every EnvRunner the learners' current policy and its version, and wait.
 
         RLlib's ``sync_weights`` is fire-and-forget and drops requests to busy actors; GePPO's
         ages need every batch tagged with the policy that really collected it, so the sync here
         is blocking. The version sent is pi_k's from here on.
+
+        An EnvRunner loads weights only with a version above its own, but takes the version
+        anyway. ``force=True`` (after a restore, whose version may be older than the EnvRunners')
+        loads them regardless: first without a version, which RLlib's ``set_state`` always
+        loads, then the version alone.
         """
         state = self.learner_group.get_state(
             components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True)[COMPONENT_LEARNER]
         ref = ray.put({COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]})
-        self.env_runner_group.foreach_env_runner(lambda runner: runner.set_state(ray.get(ref)),
-                                                 local_env_runner=True)
+
+        def sync(runner) -> None:
+            new = ray.get(ref)
+            if force:
+                runner.set_state({COMPONENT_RL_MODULE: new[COMPONENT_RL_MODULE]})
+            runner.set_state(new)
+
+        self.env_runner_group.foreach_env_runner(sync, local_env_runner=True)
         self.policy_version = state[WEIGHTS_SEQ_NO]
 
     @override(Algorithm)
     def restore_from_path(self, path, *args, **kwargs) -> None:
         super().restore_from_path(path, *args, **kwargs)
         if self.config.enable_env_runner_and_connector_v2:
-            self._sync_env_runner_weights()
+            self._sync_env_runner_weights(force=True)
 
     @override(Algorithm)
     def stop(self) -> None:

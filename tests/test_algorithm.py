@@ -218,7 +218,9 @@ def test_ppo_baseline_advantages_equal_rllib_gae():
     algo = small_config("CartPole-v1", sample_reuse=False).build_algo()
     try:
         assert algo.store.capacity == 1
-        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=300,
+        # One fragment: RLlib's GAE bootstraps where sampling cut an episode, GePPO's store
+        # would join that chunk with its continuation.
+        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=256,
                                                _uses_new_env_runners=True)
         algo.add_to_store([episode_segment(e) for e in episodes])
         algo.return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib

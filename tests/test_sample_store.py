@@ -16,8 +16,8 @@ def segment(steps: int, version: int, *, terminated: bool = False, seed: int = 0
                    versions=np.full(steps, version), terminated=terminated, episode_id="e", first_step=10)
 
 
-def batch(version: int, steps: int = 10, chunks: int = 1) -> dict:
-    return lay_out([segment(steps, version, seed=i) for i in range(chunks)])
+def batch(version: int, steps: int = 10, chunks: int = 1) -> list[Segment]:
+    return [segment(steps, version, seed=i) for i in range(chunks)]
 
 
 def test_layout_closes_each_segment_with_a_phantom_row():
@@ -105,7 +105,7 @@ def test_mean_weight_is_one_with_unequal_batches():
 def test_rows_are_weighted_by_their_own_version():
     # A batch whose first chunk still came from the previous policy (as on RLlib's old stack).
     store = SampleStore(capacity=3)
-    store.add(lay_out([segment(5, 3, seed=0), segment(5, 4, seed=1)]))
+    store.add([segment(5, 3, seed=0), segment(5, 4, seed=1)])
     assert store.batches[0].version == 4
     assert store.batches[0].steps_by_version == {3: 5, 4: 5}
     assert store.weights_by_version([0.6, 0.4], 4) == pytest.approx({4: 1.2, 3: 0.8})
@@ -135,6 +135,78 @@ def test_state_round_trip():
     assert [b.version for b in restored.batches] == [1, 2, 3]
     assert restored.num_steps == store.num_steps
     np.testing.assert_array_equal(restored.update_layout()[C.OBS], store.update_layout()[C.OBS])
+
+
+def test_a_store_checkpointed_as_layouts_still_loads():
+    store = SampleStore(capacity=3)
+    for version in range(3):
+        store.add(batch(version, steps=4, chunks=2))
+    legacy = {"capacity": 3, "layouts": [lay_out(b.segments) for b in store.batches]}
+    restored = SampleStore(capacity=3)
+    restored.set_state(legacy)
+    assert [b.steps_by_version for b in restored.batches] == [b.steps_by_version for b in store.batches]
+    for name, column in store.update_layout().items():
+        np.testing.assert_array_equal(restored.update_layout()[name], column)
+
+
+def episode(steps: int, *, terminated: bool, episode_id: str, seed: int, version: int = 0) -> Segment:
+    """A whole episode of 2-d observations whose rows are distinct."""
+    rng = np.random.default_rng(seed)
+    return Segment(obs=rng.normal(size=(steps + 1, 2)), actions=rng.normal(size=(steps, 1)),
+                   rewards=rng.normal(size=steps), behaviour_logp=rng.normal(size=steps),
+                   versions=np.full(steps, version), terminated=terminated, truncated=not terminated,
+                   episode_id=episode_id, first_step=0)
+
+
+def cut(whole: Segment, at: list[int], versions: list[int]) -> list[Segment]:
+    """``whole`` cut at the given steps into chunks collected by ``versions``, as sampling does."""
+    bounds = [0, *at, len(whole)]
+    return [Segment(obs=whole.obs[a:b + 1], actions=whole.actions[a:b], rewards=whole.rewards[a:b],
+                    behaviour_logp=whole.behaviour_logp[a:b], versions=np.full(b - a, v),
+                    terminated=whole.terminated and b == len(whole),
+                    truncated=whole.truncated and b == len(whole),
+                    episode_id=whole.episode_id, first_step=a)
+            for a, b, v in zip(bounds, bounds[1:], versions)]
+
+
+def test_join_episodes_undoes_the_sampling_cuts():
+    a = episode(9, terminated=True, episode_id="a", seed=1)
+    b = episode(7, terminated=False, episode_id="b", seed=2)
+    chunks_a, chunks_b = cut(a, [3, 6], [0, 1, 2]), cut(b, [4], [0, 1])
+    # Two envs sampled side by side: each batch holds one chunk of each episode.
+    joined = segments.join_episodes([chunks_a[0], chunks_b[0], chunks_a[1], chunks_b[1], chunks_a[2]])
+    assert [s.episode_id for s in joined] == ["a", "b"]
+    for whole, got in zip([a, b], joined):
+        for name in ("obs", "actions", "rewards", "behaviour_logp"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(whole, name))
+        assert (got.terminated, got.truncated, got.first_step) == (whole.terminated, whole.truncated, 0)
+    np.testing.assert_array_equal(joined[0].versions, [0, 0, 0, 1, 1, 1, 2, 2, 2])
+
+
+def test_join_episodes_keeps_what_does_not_continue():
+    a = episode(6, terminated=False, episode_id="a", seed=1)
+    first, second = cut(a, [3], [0, 1])
+    gap = Segment(**{**second.__dict__, "first_step": 4})  # a chunk missing in between
+    other = Segment(**{**second.__dict__, "episode_id": "z"})
+    anonymous = [Segment(**{**c.__dict__, "episode_id": ""}) for c in (first, second)]
+    for chunks in ([first, gap], [first, other], anonymous):
+        assert len(segments.join_episodes(chunks)) == 2
+
+
+def test_update_layout_is_the_same_however_sampling_was_split():
+    # One episode sampled in 3 iterations, as 1 chunk each or as 2 fragments each: the store
+    # lays out the same trajectory (one segment, one phantom row) either way.
+    whole = episode(12, terminated=False, episode_id="a", seed=3)
+    layouts = []
+    for at, versions, per_batch in (([4, 8], [0, 1, 2], 1), ([2, 4, 6, 8, 10], [0, 0, 1, 1, 2, 2], 2)):
+        store = SampleStore(capacity=3)
+        chunks = cut(whole, at, versions)
+        for i in range(0, len(chunks), per_batch):
+            store.add(chunks[i:i + per_batch])
+        layouts.append(store.update_layout())
+    for name, column in layouts[0].items():
+        np.testing.assert_array_equal(layouts[1][name], column)
+    assert segments.num_steps(layouts[0]) == 12 and len(layouts[0][C.LOSS_MASK]) == 13
 
 
 def test_active_weights_skip_missing_ages_and_sum_to_one():

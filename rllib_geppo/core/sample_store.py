@@ -1,9 +1,10 @@
 """`SampleStore`: the FIFO store of the last M iterations' batches, each tagged with its policy.
 
-Each batch is a layout (:mod:`rllib_geppo.core.segments`) whose rows carry the version of the
-policy that collected them. Ages count from the current policy pi_k: a sample collected by
-version v has age k - v. Pure numpy; no Ray. Layouts are never modified in place, so the store
-hands them out without copying.
+Each batch is the list of trajectory segments (:mod:`rllib_geppo.core.segments`) one iteration
+collected, every step tagged with the version of the policy that collected it. Ages count from
+the current policy pi_k: a sample collected by version v has age k - v. For an update the store
+joins each episode's chunks across batches, so advantages run on through sampling cuts. Pure
+numpy; no Ray. Segments are never modified in place, so the store hands them out without copying.
 """
 
 from __future__ import annotations
@@ -15,17 +16,22 @@ from typing import Any, Sequence
 import numpy as np
 
 from rllib_geppo.core import segments
-from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.segments import Segment
 
 
 @dataclass(frozen=True)
 class StoredBatch:
-    """One iteration's samples. ``version`` is the newest policy version among its rows."""
+    """One iteration's samples. ``version`` is the newest policy version among its steps."""
 
     version: int
-    layout: dict[str, np.ndarray]
+    segments: tuple[Segment, ...]
     num_steps: int
     steps_by_version: dict[int, int]
+
+    @property
+    def layout(self) -> dict[str, np.ndarray]:
+        """This batch alone as a layout, its chunks unjoined."""
+        return segments.lay_out(self.segments)
 
 
 class SampleStore:
@@ -37,14 +43,15 @@ class SampleStore:
         self.capacity = capacity
         self._batches: deque[StoredBatch] = deque(maxlen=capacity)
 
-    def add(self, layout: dict[str, np.ndarray]) -> StoredBatch:
+    def add(self, new_segments: Sequence[Segment]) -> StoredBatch:
         """Append the newest batch; the oldest one falls out once M are stored."""
-        real = layout[C.LOSS_MASK]
-        versions, counts = np.unique(layout[C.VERSION][real], return_counts=True)
+        if not new_segments:
+            raise ValueError("a batch holds at least one segment.")
+        versions, counts = np.unique(np.concatenate([s.versions for s in new_segments]), return_counts=True)
         version = int(versions[-1])
         if self._batches and version <= self._batches[-1].version:
             raise ValueError(f"versions must increase: got {version} after {self._batches[-1].version}.")
-        batch = StoredBatch(version, layout, int(counts.sum()),
+        batch = StoredBatch(version, tuple(new_segments), int(counts.sum()),
                             {int(v): int(c) for v, c in zip(versions, counts)})
         self._batches.append(batch)
         return batch
@@ -83,13 +90,16 @@ class SampleStore:
         return {v: w * self.num_steps / total for v, w in active.items()}
 
     def update_layout(self) -> dict[str, np.ndarray]:
-        """All stored samples as one layout, oldest first."""
-        return segments.concatenate([b.layout for b in self._batches])
+        """All stored samples as one layout, each episode's chunks joined
+        (:func:`segments.join_episodes`), in order of their first chunk, oldest first."""
+        return segments.lay_out(segments.join_episodes([s for b in self._batches for s in b.segments]))
 
     def get_state(self) -> dict[str, Any]:
-        return {"capacity": self.capacity, "layouts": [b.layout for b in self._batches]}
+        return {"capacity": self.capacity, "batches": [list(b.segments) for b in self._batches]}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._batches.clear()
-        for layout in state["layouts"][-self.capacity:]:
-            self.add(layout)
+        # Stores checkpointed as layouts hold no episode ids: their chunks are never joined.
+        batches = state.get("batches") or [segments.from_layout(layout) for layout in state["layouts"]]
+        for batch in batches[-self.capacity:]:
+            self.add(batch)

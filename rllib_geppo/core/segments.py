@@ -82,6 +82,63 @@ def lay_out(segments: Sequence[Segment]) -> dict[str, np.ndarray]:
     return {name: np.concatenate(parts) for name, parts in columns.items()}
 
 
+def join_episodes(segments: Sequence[Segment]) -> list[Segment]:
+    """Join the consecutive chunks of each episode into one segment, so that V-trace runs on
+    through a sampling cut instead of bootstrapping there.
+
+    ``segments`` are in collection order (e.g. the store's, oldest batch first). A chunk joins
+    the one before it when it has the same non-empty ``episode_id``, starts where that one was
+    cut (neither terminated nor truncated, same episode step, same observation s_T), so how
+    sampling was split (envs per EnvRunner, EnvRunners, fragment length) leaves the joined
+    trajectories, and every advantage computed on them, the same. Each joined segment takes the
+    place of its episode's first chunk.
+    """
+    chains: list[list[Segment]] = []
+    open_chain: dict[str, list[Segment]] = {}  # episode id -> the chain it was last cut in
+    for seg in segments:
+        chain = open_chain.pop(seg.episode_id, None)
+        if chain is not None and _continues(chain[-1], seg):
+            chain.append(seg)
+        else:
+            chain = [seg]
+            chains.append(chain)
+        if seg.episode_id and not (seg.terminated or seg.truncated):
+            open_chain[seg.episode_id] = chain
+    return [chain[0] if len(chain) == 1 else _joined(chain) for chain in chains]
+
+
+def _continues(first: Segment, then: Segment) -> bool:
+    return (then.first_step == first.first_step + len(first)
+            and np.array_equal(np.asarray(first.obs[-1]), np.asarray(then.obs[0])))
+
+
+def _joined(chain: Sequence[Segment]) -> Segment:
+    """The chunks of one episode as one segment (each cut observation kept once)."""
+    last = chain[-1]
+    return Segment(
+        obs=np.concatenate([np.asarray(s.obs)[:-1] for s in chain] + [np.asarray(last.obs)[-1:]]),
+        actions=np.concatenate([np.asarray(s.actions) for s in chain]),
+        rewards=np.concatenate([np.asarray(s.rewards) for s in chain]),
+        behaviour_logp=np.concatenate([np.asarray(s.behaviour_logp) for s in chain]),
+        versions=np.concatenate([np.asarray(s.versions) for s in chain]),
+        terminated=last.terminated,
+        truncated=last.truncated,
+        episode_id=chain[0].episode_id,
+        first_step=chain[0].first_step,
+    )
+
+
+def from_layout(layout: dict[str, np.ndarray]) -> list[Segment]:
+    """The segments of a layout, without episode ids (they join nothing): reads stores
+    checkpointed as layouts."""
+    ends = np.flatnonzero(~layout[C.LOSS_MASK])  # phantom rows
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    return [Segment(obs=layout[C.OBS][a:b + 1], actions=layout[C.ACTIONS][a:b],
+                    rewards=layout[C.REWARDS][a:b], behaviour_logp=layout[C.BEHAVIOUR_LOGP][a:b],
+                    versions=layout[C.VERSION][a:b], terminated=bool(layout[C.TERMINATEDS][b - 1]))
+            for a, b in zip(starts, ends)]
+
+
 def _closed(values: np.ndarray, phantom, dtype) -> np.ndarray:
     """``values`` followed by the phantom row's entry, as ``dtype``."""
     out = np.empty(len(values) + 1, dtype=dtype)
