@@ -312,7 +312,7 @@ def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_in
 
         register_env("fault-pendulum", Fault)
         assert main(shlex.split(command)[1:]) == 0  # the marker file: no second crash
-        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        results = [json.loads(r) for r in (trial_dir / "result.json").read_text().splitlines()]
         # Restored from checkpoint_000000 (iteration 1, 128 steps): iteration 2 runs again.
         assert [r["training_iteration"] for r in results] == [1, 2, 2, 3]
         assert [r["num_env_steps_sampled_lifetime"] for r in results] == [128, 256, 256, 384]

@@ -95,7 +95,8 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
             continue
         path, reason = damage
         intact = next((c for c in reversed(checkpoints[:-1]) if damaged_file(c) is None), None)
-        what = f"checkpoint {checkpoints[-1]} is damaged: {path.name} ({path}) cannot be read ({reason})."
+        what = (f"checkpoint {checkpoints[-1]} is damaged: {path.name} ({path}) cannot be read "
+                f"({reason}).")
         if intact is None:
             raise UserError(f"{what} The trial has no earlier intact checkpoint: start a new run "
                             "(leave out --resume, or pass another --name).")

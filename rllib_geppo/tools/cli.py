@@ -36,6 +36,7 @@ from rllib_geppo.tools.experiment_file import (
     validate_experiment,
 )
 from rllib_geppo.tools.preflight import (
+    check_cluster_resources,
     check_reachable,
     check_resources,
     check_resume,
@@ -155,6 +156,8 @@ def ray_session(address: str | None, console: QuietConsole | None = None) -> Ite
     try:
         ray.init(address=address or "local")
     except ConnectionError as e:  # e.g. the cluster went away after check_reachable()
+        if address is None:
+            raise
         raise UserError(f"--address {address}: {e}") from None
     if console is not None:
         console.refresh()  # Ray's logging handlers, created by ray.init
@@ -280,10 +283,7 @@ def train_file(args: argparse.Namespace) -> int:
         args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name),
     )
     with quiet_console(not args.verbose) as console, ray_session(args.address, console):
-        import ray
-
-        where = f"the cluster at {args.address}" if args.address else "this machine"
-        check_resources(specs, trials, ray.cluster_resources(), where)
+        check_cluster_resources(specs, trials, args.address)
         best_returns = BestReturns()
         results = run_experiments(specs, run_name, storage, args.resume, best_returns, intact)
         print("\nSummary:")

@@ -156,6 +156,18 @@ def check_resources(
                 )
 
 
+def check_cluster_resources(
+    specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict[str, Any]]],
+    address: str | None,
+) -> None:
+    """Once Ray runs: every trial against `ray.cluster_resources()` (the local Ray's, or the
+    joined cluster's), before Tune queues any."""
+    import ray
+
+    where = f"the cluster at {address}" if address else "this machine"
+    check_resources(specs, trials, ray.cluster_resources(), where)
+
+
 def amounts(resources: Mapping[str, float], kinds: Sequence[str]) -> str:
     """`5 CPUs, 0 GPUs` for the named kinds of resource."""
     parts = []
