@@ -13,7 +13,10 @@ import dataclasses
 import difflib
 import logging
 import math
+import os
 import re
+import sys
+import tempfile
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -303,7 +306,8 @@ def env_spaces(env: str, env_config: dict[str, Any], where: str) -> tuple[Any, A
     try:
         # RLlib's own lookup: a Tune-registered name, a class path or a gymnasium id.
         _, creator = Algorithm._get_env_id_and_creator(env, GePPOConfig())
-        instance = creator(EnvContext(env_config, worker_index=0))
+        with quiet_fds():  # MuJoCo's compiler prints deprecation notes from C
+            instance = creator(EnvContext(env_config, worker_index=0))
     except Exception as e:  # whatever the env's constructor raises
         log.warning("%s: could not make env %r to check its spaces before the run (%s: %s); "
                     "each trial checks them when it starts.", where, env, type(e).__name__, e)
@@ -659,6 +663,33 @@ def _unreported_key_hint(key: str) -> str | None:
     if (head in REPORTED_KEYS and not rest) or (head in REPORTED_GROUPS and rest):
         return None
     return _suggest(key, [*REPORTED_KEYS, RETURN_KEY])
+
+
+@contextmanager
+def quiet_fds() -> Iterator[None]:
+    """Everything written to file descriptors 1 and 2 during the block (C libraries' prints
+    too) goes to stderr afterwards, less the lines of :data:`~rllib_geppo.tools.quiet.KNOWN_NOISE`."""
+    from rllib_geppo.tools.quiet import is_noise
+
+    with tempfile.TemporaryFile() as captured:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(captured.fileno(), 1)
+            os.dup2(captured.fileno(), 2)
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, original in zip((1, 2), saved):
+                os.dup2(original, fd)
+                os.close(original)
+            captured.seek(0)
+            lines = captured.read().decode(errors="replace").splitlines()
+            kept = [line for line in lines if not is_noise(line)]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
 
 
 @contextmanager

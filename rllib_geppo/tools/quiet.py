@@ -33,10 +33,13 @@ KNOWN_NOISE = (
     "Overriding environment rllib-single-agent-env-v0 already in registry",
     # Tune's timing hint: an algorithm that starts EnvRunner actors takes seconds to set up.
     "Trainable.setup took",
+    # MuJoCo's compiler, on a model file of gymnasium's MuJoCo tasks; the model loads as intended.
+    "compiler attribute 'settotalmass' is deprecated",
 )
 
 
-def _is_noise(line: str) -> bool:
+def is_noise(line: str) -> bool:
+    """Whether a console line holds one of :data:`KNOWN_NOISE`."""
     return any(noise in line for noise in KNOWN_NOISE)
 
 
@@ -50,13 +53,13 @@ class _LineFilter(io.TextIOBase):
     def write(self, text: str) -> int:
         lines = (self._partial + text).split("\n")
         self._partial = lines.pop()
-        kept = [line for line in lines if not _is_noise(line)]
+        kept = [line for line in lines if not is_noise(line)]
         if kept:
             self.target.write("\n".join(kept) + "\n")
         return len(text)
 
     def flush(self) -> None:
-        if self._partial and not _is_noise(self._partial):
+        if self._partial and not is_noise(self._partial):
             self.target.write(self._partial)
         self._partial = ""
         self.target.flush()
