@@ -103,11 +103,20 @@ def test_readme_is_at_most_8_kb():
     assert size <= README_MAX_BYTES, f"README.md is {size} bytes; move detail into docs/"
 
 
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the page's headings: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    headings = re.findall(r"(?m)^#+ (.*)$", text)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", user_pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page):
-    for target in relative_links(page):
-        path = target.split("#")[0]
+    for target in relative_links(page) + [page.name + t for t in LINK.findall(page.read_text(encoding="utf-8")) if t.startswith("#")]:
+        path, _, anchor = target.partition("#")
         assert (page.parent / path).exists(), f"{page.relative_to(ROOT)}: broken link {target}"
+        if anchor and path.endswith(".md"):
+            assert anchor in anchors(page.parent / path), f"{page.relative_to(ROOT)}: no heading for {target}"
 
 
 @pytest.mark.parametrize("path", product_texts(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -125,6 +134,7 @@ def test_checks_catch_what_they_should():
     table = "| a | b |\n| --- | --- |\n| 1 | 2 |\n"
     assert first_table("# t\n\ntext\n\n" + table + "\nmore\n| x |\n") == table
     assert relative_links(README), "README.md links to no docs page"
+    assert "the-clip-range-keep-synchronous-geppos-lag_clip_rule" in anchors(ROOT / "docs/overlapped_sampling.md")
 
 
 if __name__ == "__main__":
