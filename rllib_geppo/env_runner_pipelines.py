@@ -75,7 +75,7 @@ def check_ray_version(version: str) -> bool:
         return True
     if not (ray.is_initialized() and ray.get_runtime_context().get_actor_id()):
         logger.warning("Ray %s is outside the tested %sx: GePPO's EnvRunners use RLlib's own "
-                       "connector pipelines (the same samples, slower).", version, TESTED_RAY_VERSION)
+                       "connector pipelines (slower).", version, TESTED_RAY_VERSION)
     return False
 
 

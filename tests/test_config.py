@@ -140,7 +140,7 @@ def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
     assert not lean and env_runner_pipelines.check_ray_version(ray.__version__)
     assert [r.getMessage() for r in caplog.records] == [
         "Ray 2.61.0 is outside the tested 2.60.x: GePPO's EnvRunners use RLlib's own connector "
-        "pipelines (the same samples, slower)."]
+        "pipelines (slower)."]
     monkeypatch.setattr(env_runner_pipelines, "LEAN_PIPELINES", lean)
     runner = SingleAgentEnvRunner(config=pendulum().env_runners(num_env_runners=0).debugging(seed=0))
     try:
