@@ -32,7 +32,7 @@ import numpy as np
 import ray
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPO
-from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env.env_context import EnvContext
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.policy import Policy
@@ -49,9 +49,15 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
+from rllib_geppo import result_keys
 from rllib_geppo.config import GePPOConfig
 from rllib_geppo.core import segments
-from rllib_geppo.core.normalization import RunningMeanStd, RunningReturns, discounted_returns_to_go
+from rllib_geppo.core.normalization import (
+    RunningMeanStd,
+    RunningReturns,
+    discounted_returns_to_go,
+    scale_change,
+)
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
 from rllib_geppo.core.sample_store import SampleStore
@@ -64,6 +70,12 @@ logger = logging.getLogger(__name__)
 
 #: Checkpoint component holding the store, the adapted lr and the running statistics.
 COMPONENT_GEPPO = "geppo"
+#: The oldest the youngest stored batch may be at an update, in iterations (sample lag): 0 is
+#: synchronous sampling's, 1 overlapped sampling's. After a lost batch the next iteration samples
+#: before it updates; with still no batch the update waits (docs/overlapped_sampling.md).
+MAX_SAMPLE_LAG = 1
+#: A batch that changes the reward scale by more than this factor gets a warning.
+REWARD_SCALE_JUMP = 1000.0
 
 
 class NonFiniteDataError(ValueError):
@@ -97,6 +109,7 @@ class GePPO(PPO):
         self.return_stats = RunningMeanStd()
         self.running_returns = RunningReturns(config.gamma)
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
+        self._result_keys: list[result_keys.Path] | None = None  # set by the first result
 
     def _check_spaces(self, config: GePPOConfig) -> None:
         obs_space, act_space = config.observation_space, config.action_space
@@ -115,7 +128,7 @@ class GePPO(PPO):
             from rllib_geppo.old_stack.training_step import training_step_old_api_stack
 
             return training_step_old_api_stack(self)
-        if self._sampler is not None and self.store.batches:
+        if self._sampler is not None and self.store.batches and self.sample_lag() <= MAX_SAMPLE_LAG:
             # pi_k collects the next batch while the learners update on the stored ones.
             pending = self._sampler.submit(self._sample)
             self._update_learners()
@@ -163,8 +176,26 @@ class GePPO(PPO):
         if self.obs_stats is None:
             self.obs_stats = RunningMeanStd(observations.shape[1:])
         self.obs_stats.update(observations)
-        self.return_stats.update(self._returns(kept))
+        self._fold_returns(kept)
         return len(new_segments) - len(kept)
+
+    def _fold_returns(self, new_segments: Sequence[Segment]) -> None:
+        """Fold the new segments' returns into ``return_stats``, with one warning where that
+        changes the reward scale by more than ``REWARD_SCALE_JUMP`` times."""
+        returns = self._returns(new_segments)
+        change = scale_change(self.return_stats, returns)
+        if change > REWARD_SCALE_JUMP:
+            before = float(self.return_stats.std)
+            self.return_stats.update(returns)
+            logger.warning(
+                "iteration %d: environment %r returned a %s, which changes the reward scale "
+                "(the std of the discounted return) %.3g times, from %.3g to %.3g. Every reward "
+                "is divided by that scale from now on, so the others count for next to nothing "
+                "(docs/bad_input.md). Check the environment's rewards.", self.iteration,
+                self.config.env, segments.describe_largest_reward(new_segments), change, before,
+                float(self.return_stats.std))
+            return
+        self.return_stats.update(returns)
 
     def _returns(self, new_segments: Sequence[Segment]) -> np.ndarray:
         """The discounted returns whose std scales rewards (the ``reward_scaling`` setting)."""
@@ -192,8 +223,14 @@ class GePPO(PPO):
         return kept
 
     def _update_learners(self) -> None:
-        """One update over every stored sample, then the lr rule."""
+        """One update over every stored sample, then the lr rule; none while the youngest
+        stored batch is older than ``MAX_SAMPLE_LAG``."""
         if not self.store.batches:
+            return
+        if self.sample_lag() > MAX_SAMPLE_LAG:
+            logger.warning("iteration %d: no new batch arrived; the update waits for one (the "
+                           "youngest stored batch is %d iterations old).", self.iteration,
+                           self.sample_lag())
             return
         inputs = self.update_inputs()
         layout = self.store.update_layout()
@@ -300,6 +337,19 @@ class GePPO(PPO):
             self._sync_env_runner_weights(force=True)
 
     @override(Algorithm)
+    def log_result(self, result: dict[str, Any]) -> None:
+        # The same keys in every result, also across a resume: Tune writes progress.csv's
+        # columns from the first result (rllib_geppo.result_keys). In place: train() returns it.
+        if self._result_keys is None:
+            new_stack = self.config.enable_env_runner_and_connector_v2
+            self._result_keys = result_keys.schema(
+                result, result_keys.late_keys(DEFAULT_MODULE_ID) if new_stack else ())
+        complete = result_keys.with_keys(result, self._result_keys)
+        result.clear()
+        result.update(complete)
+        super().log_result(result)
+
+    @override(Algorithm)
     def stop(self) -> None:
         if self._sampler is not None:
             self._sampler.shutdown(wait=True)
@@ -317,6 +367,8 @@ class GePPO(PPO):
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
         self._set_geppo_state(state)
+        if COMPONENT_LEARNER_GROUP in state and self.config.enable_env_runner_and_connector_v2:
+            self._sync_env_runner_weights(force=True)  # RLlib's sync skips older versions
 
     @override(Algorithm)
     def __getstate__(self) -> dict[str, Any]:
@@ -339,6 +391,7 @@ class GePPO(PPO):
             "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
             "return_stats": self.return_stats.get_state(),
             "running_returns": self.running_returns.get_state(),
+            "result_keys": self._result_keys,
         }
 
     def _set_geppo_state(self, state: dict[str, Any]) -> None:
@@ -353,6 +406,8 @@ class GePPO(PPO):
             self.obs_stats.set_state(geppo["obs_stats"])
         self.return_stats.set_state(geppo["return_stats"])
         self.running_returns.set_state(geppo["running_returns"])
+        if geppo.get("result_keys") is not None:
+            self._result_keys = [tuple(path) for path in geppo["result_keys"]]
 
 
 def _module_batch(layout: dict[str, np.ndarray]) -> MultiAgentBatch:

@@ -38,7 +38,8 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU
 
 
 def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Raise ValueError unless the spaces are a flat Box observation and a Box/Discrete action."""
+    """Raise ValueError unless the spaces are a flat Box observation and a Box/Discrete action
+    whose bounded dimensions all have ``low < high``."""
     if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
         raise ValueError(
             f"GePPO's default RLModule needs a flat Box observation space, got {observation_space}. "
@@ -50,6 +51,23 @@ def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
         raise ValueError(
             f"GePPO supports flat Box (Gaussian) and Discrete (categorical) action spaces, got "
             f"{action_space}. Fix: wrap the environment to expose one of these.")
+    if isinstance(action_space, gym.spaces.Box):
+        _check_action_widths(action_space)
+
+
+def _check_action_widths(action_space: gym.spaces.Box) -> None:
+    """Raise ValueError at the first bounded action dimension with ``low >= high``: the
+    Gaussian's std there is a multiple of the zero width, so every log-probability is NaN."""
+    low, high = action_space.low.astype(np.float64), action_space.high.astype(np.float64)
+    bounded = np.isfinite(low) & np.isfinite(high)
+    bad = np.flatnonzero(bounded & ~(low < high))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(
+            f"action dimension {i} of {action_space} has low = {low[i]:g} and high = {high[i]:g}: "
+            "a Gaussian policy cannot sample a constant action (its std would be zero and every "
+            "log-probability NaN). Fix: wrap the environment with a gymnasium.ActionWrapper that "
+            "drops that dimension from the action space and inserts the constant before env.step.")
 
 
 def action_units(action_space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:

@@ -2,8 +2,11 @@
 bad settings and bad files. Nothing non-finite may reach the store, the statistics, the weights
 or a checkpoint; every bad input gets a message that names it and the fix."""
 
+import csv
 import json
+import logging
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -18,7 +21,7 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
-from rllib_geppo import GePPO, GePPOConfig
+from rllib_geppo import GePPO, GePPOConfig, result_keys
 from rllib_geppo.algorithm import NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
@@ -201,7 +204,10 @@ def test_a_crashing_env_runner_is_replaced_and_the_store_is_kept(tmp_path):
         assert ages[:2] == [0, 1] and ages[2] > 2 and ages[3] == ages[2] + 1
         steps = [r["num_env_steps_sampled_lifetime"] for r in results]
         assert steps == sorted(steps) and steps[-1] >= 4 * 256
-        assert all(math.isfinite(r["learners"][DEFAULT_MODULE_ID]["tv"]) for r in results)
+        # An iteration without a new batch to update at lag <= 1 runs no update (NaN metrics).
+        learners = [r["learners"][DEFAULT_MODULE_ID] for r in results]
+        updates = [x for x in learners if not math.isnan(x["sample_lag"])]
+        assert len(updates) >= 4 and all(x["sample_lag"] <= 1 and math.isfinite(x["tv"]) for x in updates)
     finally:
         algo.stop()
 
@@ -344,3 +350,144 @@ def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(tmp_p
         "num_gpus_per_learner: 0 to learn on the CPU; or run on a larger cluster (--address)."
     )
     assert not (tmp_path / "r").exists()  # nothing queued
+
+
+class RewardAt(gym.Wrapper):
+    """Pendulum whose reward at one step (counted over the env's life) is ``value``."""
+
+    def __init__(self, config: dict):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at, self.value, self.steps = config["at"], config["value"], 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        return obs, self.value if self.steps == self.at else reward, terminated, truncated, info
+
+
+def reward_config(value: float, at: int, **training) -> GePPOConfig:
+    register_env("reward-pendulum", RewardAt)
+    return config("nan_reward", at=10**9, **training).environment(
+        "reward-pendulum", env_config={"at": at, "value": value})
+
+
+def test_restore_in_place_acts_with_the_restored_policy(tmp_path):
+    # PBT's exploit step: restore an older checkpoint into the live algorithm, then train.
+    algo = (config("nan_reward", at=10**9).env_runners(num_env_runners=1)
+            .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
+    try:
+        for _ in range(3):
+            algo.train()
+        algo.save_to_path(str(tmp_path))
+        for _ in range(3):
+            algo.train()
+        algo.restore_from_path(str(tmp_path))
+        version = algo.policy_version
+        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+        restored = {k: v.clone() for k, v in module.state_dict().items()}
+        algo.train()
+        newest = algo.store.batches[-1].layout
+        real = newest[C.LOSS_MASK]
+        assert set(newest[C.VERSION][real]) == {version}  # collected by the restored policy...
+        module.load_state_dict(restored)
+        with torch.no_grad():
+            inputs = module.forward_inference({"obs": torch.as_tensor(newest[C.OBS][real])})
+            dist = module.get_inference_action_dist_cls().from_logits(inputs["action_dist_inputs"])
+            logp = dist.logp(torch.as_tensor(newest[C.ACTIONS][real])).numpy()
+        np.testing.assert_allclose(newest[C.BEHAVIOUR_LOGP][real], logp, atol=1e-5)  # ...truly
+    finally:
+        algo.stop()
+
+
+def test_zero_width_action_dimension_and_normalize_actions_are_refused():
+    from rllib_geppo.rl_module import check_spaces
+
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,))
+    with pytest.raises(ValueError, match=r"action dimension 1 of .* has low = 0.5 and high = 0.5"):
+        check_spaces(obs_space, gym.spaces.Box(np.float32([-1, 0.5]), np.float32([1, 0.5])))
+    check_spaces(obs_space, gym.spaces.Box(np.float32([-1, -np.inf]), np.float32([1, np.inf])))
+    with pytest.raises(ValueError, match="`normalize_actions` must be False: GePPO's RLModule"):
+        GePPOConfig().environment("Pendulum-v1").environment(normalize_actions=True).validate()
+
+
+def test_a_reward_beyond_float32_is_non_finite():
+    algo = reward_config(1e39, at=300).build_algo()  # finite in float64, inf in the float32 store
+    try:
+        algo.train()
+        with pytest.raises(NonFiniteDataError, match=r"reward = 1e\+39 \(beyond float32\) at env step 100"):
+            algo.train()
+        finite_everywhere(algo)
+    finally:
+        algo.stop()
+
+
+def test_a_huge_finite_reward_gets_one_warning_naming_step_and_episode(caplog):
+    algo = reward_config(1e30, at=600).build_algo()
+    try:
+        with caplog.at_level(logging.WARNING, logger="rllib_geppo.algorithm"):
+            results = [algo.train() for _ in range(4)]
+        warnings = [r.message for r in caplog.records if "reward scale" in r.message]
+        assert len(warnings) == 1, warnings
+        assert re.search(r"iteration 2: .* returned a reward = 1e\+30 at env step 200 in episode \w+, "
+                         r"which changes the reward scale .* times", warnings[0]), warnings[0]
+        scales = [r["learners"][DEFAULT_MODULE_ID]["reward_scale"] for r in results]
+        assert scales[1] < 1e3 < 1e25 < scales[3]  # the scale stays huge: documented in bad_input.md
+        finite_everywhere(algo)
+    finally:
+        algo.stop()
+
+
+def test_a_lost_batch_is_resampled_before_the_update(caplog):
+    # Overlapped sampling; iteration 3's only chunk holds a NaN and is dropped: the next update
+    # waits for a new batch instead of running at lag 2.
+    algo = (config("nan_reward", at=300, nonfinite_data="drop").env_runners(num_env_runners=1)
+            .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
+    try:
+        results = [algo.train() for _ in range(6)]
+        learners = [r["learners"][DEFAULT_MODULE_ID] for r in results]
+        assert [x["num_dropped_segments"] for x in learners] == [0, 0, 1, 0, 0, 0]
+        assert [x["sample_lag"] for x in learners] == [0, 1, 1, 0, 1, 1]
+        assert algo.store.ages(algo.policy_version) == [1, 2, 3, 5]
+    finally:
+        algo.stop()
+
+
+RESUMED_RUN = """
+resumed:
+  run: GePPO
+  env: fault-pendulum
+  stop: {training_iteration: 4}
+  checkpoint_config: {checkpoint_frequency: 1}
+  config:
+    env_config: {kind: crash, at: 300, marker: MARKER}
+    train_batch_size_per_learner: 128
+    num_epochs: 1
+    num_env_runners: 0
+"""
+
+
+def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
+    # Iteration 3 crashes the env (once); --resume continues from iteration 2's checkpoint.
+    ray.shutdown()  # the command starts its own Ray
+    try:
+        experiment = tmp_path / "resumed.yaml"
+        experiment.write_text(RESUMED_RUN.replace("MARKER", str(tmp_path / "crashed")))
+        argv = ["train", "file", str(experiment), "--storage-path", str(tmp_path / "r")]
+        register_env("fault-pendulum", Fault)
+        assert main(argv) == 1
+        register_env("fault-pendulum", Fault)
+        assert main([*argv, "--resume"]) == 0
+        capsys.readouterr()
+        (trial_dir,) = (tmp_path / "r" / "resumed").glob("resumed_*")
+        with open(trial_dir / "progress.csv", newline="") as f:
+            header, *rows = list(csv.reader(f))
+        assert len(rows) == 4 and all(len(row) == len(header) for row in rows)
+        rows = [dict(zip(header, row)) for row in rows]
+        assert [int(r["training_iteration"]) for r in rows] == [1, 2, 3, 4]
+        assert [float(r["num_env_steps_sampled_lifetime"]) for r in rows] == [128, 256, 384, 512]
+        assert {float(r["learners/default_policy/sample_lag"]) for r in rows} == {0.0}
+        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        assert list(result_keys.leaf_paths(results[0])) == list(result_keys.leaf_paths(results[-1]))
+        assert math.isnan(results[0]["env_runners"]["episode_return_mean"])  # none ended yet
+    finally:
+        start_ray()

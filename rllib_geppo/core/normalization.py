@@ -56,6 +56,23 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"], state["var"], state["count"]
 
 
+def scale_change(stats: RunningMeanStd, values: np.ndarray) -> float:
+    """By what factor (>= 1, up or down) folding ``values`` into ``stats`` changes its std.
+
+    1.0 while ``stats`` is empty (there is no scale yet to change) or ``values`` is. ``stats``
+    is not modified. A single reward far outside the running scale shows as a large factor: the
+    running variance never forgets it.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if stats.count == 0 or len(values) == 0:
+        return 1.0
+    after = RunningMeanStd()
+    after.set_state(stats.get_state())
+    after.update(values)
+    before, now = float(np.max(stats.std)), float(np.max(after.std))
+    return max(now / before, before / now)
+
+
 def discounted_returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """``G_t = r_t + gamma * G_{t+1}`` within one trajectory segment (``G_T = 0``)."""
     # The recursion is a first-order IIR filter run backwards in time.

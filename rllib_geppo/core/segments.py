@@ -181,15 +181,18 @@ def split(layout: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.n
 
 
 def describe_nonfinite(segment: Segment) -> str | None:
-    """Where the first non-finite reward or observation of ``segment`` is, or None.
+    """Where the first non-finite reward or observation of ``segment`` is, as stored, or None.
 
-    Returns e.g. ``"reward at env step 300"`` or ``"observation index 2 at env step 17"``
-    (steps counted from the start of the episode).
+    Values are checked in the store's dtype (float32, see :func:`lay_out`), so a reward of 1e39,
+    finite in float64 but infinite in float32, counts as infinite. Returns e.g. ``"reward = nan
+    at env step 300"``, ``"reward = 1e+39 (beyond float32) at env step 5"`` or ``"observation
+    index 2 = inf at env step 17"`` (steps counted from the start of the episode).
     """
     rewards = np.asarray(segment.rewards, dtype=np.float64)
-    bad_reward = np.flatnonzero(~np.isfinite(rewards))
     obs = np.asarray(segment.obs, dtype=np.float64).reshape(len(segment.obs), -1)
-    bad_obs = np.argwhere(~np.isfinite(obs))
+    with np.errstate(over="ignore"):
+        bad_reward = np.flatnonzero(~np.isfinite(rewards.astype(np.float32)))
+        bad_obs = np.argwhere(~np.isfinite(obs.astype(np.float32)))
     first_obs = int(bad_obs[0, 0]) if len(bad_obs) else None
     first_reward = int(bad_reward[0]) if len(bad_reward) else None
     if first_reward is None and first_obs is None:
@@ -198,6 +201,25 @@ def describe_nonfinite(segment: Segment) -> str | None:
     # segment's rows: report whichever came first.
     if first_obs is not None and (first_reward is None or first_obs <= first_reward + 1):
         value = obs[first_obs, bad_obs[0, 1]]
-        return (f"observation index {int(bad_obs[0, 1])} = {value} at env step "
+        return (f"observation index {int(bad_obs[0, 1])} = {_as_stored(value)} at env step "
                 f"{segment.first_step + first_obs}")
-    return f"reward = {rewards[first_reward]} at env step {segment.first_step + first_reward + 1}"
+    return f"reward = {_as_stored(rewards[first_reward])} at env step {segment.first_step + first_reward + 1}"
+
+
+def _as_stored(value: float) -> str:
+    """``value``, marked where only float32 makes it infinite."""
+    return f"{value:g} (beyond float32)" if np.isfinite(value) else f"{value}"
+
+
+def describe_largest_reward(segments: Sequence[Segment]) -> str:
+    """Where the reward of largest magnitude in ``segments`` is: e.g. ``"reward = 1e+30 at env
+    step 251 in episode 9af8..."`` (steps counted as in :func:`describe_nonfinite`)."""
+    best, where = -1.0, ""
+    for seg in segments:
+        rewards = np.abs(np.asarray(seg.rewards, dtype=np.float64))
+        if len(rewards) and rewards.max() > best:
+            row = int(np.argmax(rewards))
+            best = float(rewards[row])
+            where = (f"reward = {float(seg.rewards[row]):g} at env step {seg.first_step + row + 1} "
+                     f"in episode {seg.episode_id}")
+    return where
