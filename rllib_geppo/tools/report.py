@@ -2,7 +2,9 @@
 
 Reads every Tune trial folder (``params.json`` + ``result.json``) under the given paths, groups
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
-``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``.
+``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``. With
+``--paper``, ``table.md`` opens with the paper's Table 1 beside ours (also in ``paper.csv``) and
+the return curves mark the paper's final returns (:mod:`rllib_geppo.tools.report_paper`).
 
 Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
 ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without
@@ -32,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rllib_geppo.tools import report_paper
 from rllib_geppo.tools import report_stats as stats
 from rllib_geppo.tools.result_keys import (
     OLD_STACK_PREFIX,
@@ -51,6 +54,7 @@ from rllib_geppo.tools.report_plots import (
     returns_vs_time_figure,
     tv_figure,
 )
+from rllib_geppo.tools.report_paper import PaperRow
 from rllib_geppo.tools.report_stats import Array, Row, Run
 
 logger = logging.getLogger(__name__)
@@ -97,6 +101,7 @@ class Report:
     flags: list[Flag]
     baseline: str
     return_key: str
+    paper_rows: list[PaperRow] = dataclasses.field(default_factory=list)  # empty: no --paper
 
 
 # ----------------------------------------------------------------------------- reading folders
@@ -320,9 +325,18 @@ def _tv_panel(env: str, by_variant: Mapping[str, list[Trial]], budget: float) ->
     return TVPanel(env=env, grid=grid, bands=bands, targets=targets)
 
 
-def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baseline: str, flags: list[Flag]
+def _paper_finals(rows: Sequence[Row]) -> dict[str, float]:
+    """Variant -> the paper's final return, for the rows it covers at its 1M-step budget."""
+    papers = report_paper.compare_with_paper(rows)
+    off = set(report_paper.off_budget(papers))
+    return {p.variant: p.paper_final for p in papers if p.env not in off}
+
+
+def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baseline: str,
+                flags: list[Flag], paper: bool = False
                 ) -> tuple[list[Row], ReturnsPanel | None, TimePanel | None, TVPanel | None]:
-    """One environment's rows and panels; appends the trials stopped early to ``flags``."""
+    """One environment's rows and panels; appends the trials stopped early to ``flags``.
+    ``paper``: mark the paper's final returns on the returns panel."""
     env_budget, kept, early = split_by_budget(trials, budget)
     flags += early
     if not kept or stats.grid_start([(t.run.steps, t.run.returns) for t in kept]) > env_budget:
@@ -338,19 +352,28 @@ def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baselin
     base_final = next((r.final for r in rows if r.variant == baseline), math.nan)
     panel = ReturnsPanel(env=env, grid=comparison.grid, bands=comparison.bands, baseline=baseline,
                          baseline_final=base_final,
-                         crossings={r.variant: r.steps_to_baseline_final for r in rows})
+                         crossings={r.variant: r.steps_to_baseline_final for r in rows},
+                         paper_finals=_paper_finals(rows) if paper else {})
     time_panel = (TimePanel(env, comparison.time_grid, comparison.time_bands)
                   if comparison.time_bands else None)
     return rows, panel, time_panel, _tv_panel(env, by_variant, env_budget)
 
 
 def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
-                 return_key: str = RETURN_KEY) -> Report:
-    """Group, flag, align and compare. Raises ReportError when no environment has a trial left."""
+                 return_key: str = RETURN_KEY, paper: bool = False) -> Report:
+    """Group, flag, align and compare; ``paper``: add the paper's Table 1 beside our rows.
+
+    Raises ReportError when no environment has a trial left, or when ``paper`` is asked with a
+    baseline other than the paper's PPO.
+    """
+    if paper and baseline != report_paper.PAPER_BASELINE:
+        raise ReportError(f"--paper compares with the paper's {report_paper.PAPER_BASELINE}: "
+                          f"leave out --baseline {baseline!r}")
     flags = [Flag(t, t.problem) for t in trials if t.problem]
     report = Report([], [], [], [], flags, baseline, return_key)
     for env, env_trials in _group((t for t in trials if not t.problem), lambda t: t.env).items():
-        rows, returns_panel, time_panel, tv_panel = _report_env(env, env_trials, budget, baseline, flags)
+        rows, returns_panel, time_panel, tv_panel = _report_env(env, env_trials, budget, baseline,
+                                                                flags, paper)
         report.rows.extend(rows)
         report.returns_panels.extend([returns_panel] if returns_panel else [])
         report.time_panels.extend([time_panel] if time_panel else [])
@@ -361,7 +384,23 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
     if not report.rows:
         raise ReportError("no trial reaches the budget in any environment: "
                           + "; ".join(f"{f.trial.path}: {f.reason}" for f in flags))
+    if paper:
+        report.paper_rows.extend(_paper_rows(report.rows))
     return report
+
+
+def _paper_rows(rows: Sequence[Row]) -> list[PaperRow]:
+    """The rows the paper covers beside its numbers; warns about what cannot be compared."""
+    papers = report_paper.compare_with_paper(rows)
+    if not papers:
+        logger.warning("--paper: no row is one of the paper's tasks (%s) and variants (%s)",
+                       ", ".join(report_paper.PAPER_TABLE1), ", ".join(report_paper.PAPER_VARIANTS))
+    for env in report_paper.off_budget(papers):
+        logger.warning("--paper: %s is read at %s env steps, the paper at %s: its averages and "
+                       "finals are not the paper's quantities (use --budget 1e6)", env,
+                       f"{next(p.budget for p in papers if p.env == env):,.0f}",
+                       f"{report_paper.PAPER_BUDGET:,}")
+    return papers
 
 
 # ----------------------------------------------------------------------------- writing
@@ -394,11 +433,59 @@ def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
                   _fmt_duration(row.time_to_baseline_final_s)]
 
 
-def render_markdown(report: Report) -> str:
-    """``table.md``: Table 1 per environment and variant, then the excluded trials."""
-    base = report.baseline
+def _fmt_pct(value: float) -> str:
+    return f"{value:+.1f}%" if math.isfinite(value) else "n/a"
+
+
+def _paper_cells(row: PaperRow, has_ppo: bool) -> list[str]:
+    """"vs PPO" and "steps to PPO final" cells: ours, then the paper's in brackets."""
+    ours = ((_fmt_pct(row.avg_vs_ppo_pct), _fmt_pct(row.final_vs_ppo_pct)) if has_ppo
+            else ("n/a", "n/a"))
+    vs_ppo = (["—", "—"] if row.variant == report_paper.PAPER_BASELINE else
+              [f"{o} ({p:+.0f}%)" for o, p in zip(ours, (row.paper_avg_vs_ppo_pct,
+                                                         row.paper_final_vs_ppo_pct))])
+    steps = ("n/a" if not has_ppo else "not reached" if not math.isfinite(row.steps_to_ppo_final)
+             else f"{row.steps_to_ppo_final / 1e6:.2f}")
+    return vs_ppo + [f"{steps} ({row.paper_steps_to_ppo_final / 1e6:.2f})"]
+
+
+def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
+    """The lines of the paper-comparison table (``--paper``): our rows beside Table 1's."""
+    paper = report_paper
     lines = [
-        "# Results report", "",
+        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {paper.PAPER_ENV_VERSION} tasks "
+        f"of OpenAI Gym, {paper.PAPER_BUDGET / 1e6:.0f}M env steps, {paper.PAPER_SEEDS} seeds. "
+        "Ours: the env versions and budgets named in the rows, ± one standard error over our "
+        "seeds. *vs paper* is (ours - paper) / "
+        "|paper|; *vs PPO* is GePPO against PPO of the same source, ours then the paper's in "
+        "brackets; so is *steps to PPO final*, where the mean curve first reaches PPO's final "
+        "return (the paper gives PPO's own as the budget).", "",
+        "| env | budget (M steps) | variant | seeds | avg return | paper avg | avg vs paper "
+        "| avg vs PPO (paper) | final return | paper final | final vs paper | final vs PPO (paper) "
+        "| steps to PPO final, M (paper) |",
+        "|" + " --- |" * 13,
+    ]
+    with_ppo = {r.env for r in rows if r.variant == paper.PAPER_BASELINE}
+    for row in rows:
+        avg_ppo, final_ppo, steps = _paper_cells(row, row.env in with_ppo)
+        lines.append(
+            f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {row.seeds} "
+            f"| {_fmt_return(row.avg, row.avg_se)} | {_fmt_return(row.paper_avg, math.nan)} "
+            f"| {_fmt_pct(row.avg_vs_paper_pct)} | {avg_ppo} "
+            f"| {_fmt_return(row.final, row.final_se)} | {_fmt_return(row.paper_final, math.nan)} "
+            f"| {_fmt_pct(row.final_vs_paper_pct)} | {final_ppo} | {steps} |")
+    return lines
+
+
+def render_markdown(report: Report) -> str:
+    """``table.md``: Table 1 per environment and variant, then the excluded trials; with paper
+    rows, the comparison with the paper's Table 1 comes first."""
+    base = report.baseline
+    lines = ["# Results report", ""]
+    if report.paper_rows:
+        lines += ["## Against the paper's Table 1", "", *render_paper_markdown(report.paper_rows),
+                  "", "## All rows", ""]
+    lines += [
         f"Return: `{report.return_key}` (mean undiscounted return of the training episodes "
         "completed in each iteration). Curves are aligned on env steps; *avg* is the mean of the "
         "curve over training, *final* its value at the budget; ± is the standard error over "
@@ -428,9 +515,11 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_csv(rows: Sequence[Row], path: Path) -> None:
-    """``table.csv``: one row per (environment, variant), raw numbers, empty cells for NaN."""
-    fields = [f.name for f in dataclasses.fields(Row)]
+def write_csv(rows: Sequence[Row] | Sequence[PaperRow], path: Path) -> None:
+    """``table.csv`` (or ``paper.csv``): one row per (environment, variant), raw numbers, empty
+    cells for NaN."""
+    fields = [f.name for f in dataclasses.fields(PaperRow if rows and isinstance(rows[0], PaperRow)
+                                                 else Row)]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
@@ -445,6 +534,9 @@ def write_report(report: Report, out: Path) -> list[Path]:
     (out / "table.md").write_text(render_markdown(report))
     write_csv(report.rows, out / "table.csv")
     written = [out / "table.md", out / "table.csv", out / "returns.png"]
+    if report.paper_rows:
+        write_csv(report.paper_rows, out / "paper.csv")
+        written.insert(2, out / "paper.csv")
     returns_figure(report.returns_panels).savefig(out / "returns.png", dpi=120)
     if report.time_panels:
         returns_vs_time_figure(report.time_panels).savefig(out / "returns_vs_time.png", dpi=120)
@@ -491,6 +583,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-by", choices=("variant", "experiment"), default="variant",
                         help="label trials by algorithm variant (default) or by the YAML "
                              "experiment they ran in, for ablations")
+    parser.add_argument("--paper", action="store_true",
+                        help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside "
+                             "our GePPO and PPO rows of its six tasks, with the differences in %%; "
+                             "needs the default baseline PPO (use with --budget 1e6)")
     parser.add_argument("--return-key", default=RETURN_KEY,
                         help="'/'-separated result key of the return curve "
                              f"(default: {RETURN_KEY})")
@@ -500,7 +596,7 @@ def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; returns the process exit code (2: unusable input)."""
     try:
         trials = load_trials(args.paths, args.return_key, args.group_by)
-        report = build_report(trials, args.budget, args.baseline, args.return_key)
+        report = build_report(trials, args.budget, args.baseline, args.return_key, args.paper)
     except ReportError as err:
         logger.error("%s", err)
         return EXIT_BAD_INPUT

@@ -7,7 +7,7 @@ returned, so callers decide where to save them and tests can inspect the axes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil, isfinite
 
 from matplotlib.axes import Axes
@@ -33,6 +33,8 @@ class ReturnsPanel:
     baseline: str
     baseline_final: float  # NaN: no baseline run for this env
     crossings: Mapping[str, float]  # variant -> env step reaching baseline_final (NaN: never)
+    # variant -> the paper's final return at the panel's budget (report --paper); empty: none
+    paper_finals: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,9 @@ def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: b
 
 
 def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
-    """Return vs env steps per environment; the baseline's final return dotted, and a dotted
-    vertical line where each other variant's mean curve first reaches it."""
+    """Return vs env steps per environment; the baseline's final return dotted, a dotted
+    vertical line where each other variant's mean curve first reaches it, and a star at the
+    budget for each of the paper's final returns (``paper_finals``)."""
     fig, axes = _panel_axes(len(panels), "Return (mean over seeds, ±½ s.e.)")
     for ax, panel in zip(axes, panels):
         colors = variant_colors(panel.bands)
@@ -105,6 +108,9 @@ def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
         for variant, step in panel.crossings.items():
             if variant != panel.baseline and isfinite(step):
                 ax.axvline(step, color=colors[variant], linestyle=":")
+        for variant, value in panel.paper_finals.items():
+            ax.plot([panel.grid[-1]], [value], marker="*", markersize=11, linestyle="none",
+                    color=colors[variant], markeredgecolor="black", label=f"{variant}: paper final")
         _finish(ax, panel.env, "episode return")
     return fig
 
