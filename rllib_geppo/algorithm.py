@@ -49,7 +49,7 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
-from rllib_geppo import result_keys
+from rllib_geppo import result_schema
 from rllib_geppo.config import GePPOConfig
 from rllib_geppo.core import segments
 from rllib_geppo.core.normalization import (
@@ -109,7 +109,7 @@ class GePPO(PPO):
         self.return_stats = RunningMeanStd()
         self.running_returns = RunningReturns(config.gamma)
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
-        self._result_keys: list[result_keys.Path] | None = None  # set by the first result
+        self._result_keys: list[result_schema.Path] | None = None  # set by the first result
 
     def _check_spaces(self, config: GePPOConfig) -> None:
         obs_space, act_space = config.observation_space, config.action_space
@@ -339,12 +339,12 @@ class GePPO(PPO):
     @override(Algorithm)
     def log_result(self, result: dict[str, Any]) -> None:
         # The same keys in every result, also across a resume: Tune writes progress.csv's
-        # columns from the first result (rllib_geppo.result_keys). In place: train() returns it.
+        # columns from the first result (rllib_geppo.result_schema). In place: train() returns it.
         if self._result_keys is None:
             new_stack = self.config.enable_env_runner_and_connector_v2
-            self._result_keys = result_keys.schema(
-                result, result_keys.late_keys(DEFAULT_MODULE_ID) if new_stack else ())
-        complete = result_keys.with_keys(result, self._result_keys)
+            self._result_keys = result_schema.schema(
+                result, result_schema.late_keys(DEFAULT_MODULE_ID) if new_stack else ())
+        complete = result_schema.with_keys(result, self._result_keys)
         result.clear()
         result.update(complete)
         super().log_result(result)

@@ -21,7 +21,7 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
-from rllib_geppo import GePPO, GePPOConfig, result_keys
+from rllib_geppo import GePPO, GePPOConfig, result_schema
 from rllib_geppo.algorithm import NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
@@ -487,7 +487,17 @@ def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
         assert [float(r["num_env_steps_sampled_lifetime"]) for r in rows] == [128, 256, 384, 512]
         assert {float(r["learners/default_policy/sample_lag"]) for r in rows} == {0.0}
         results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-        assert list(result_keys.leaf_paths(results[0])) == list(result_keys.leaf_paths(results[-1]))
+        assert list(result_schema.leaf_paths(results[0])) == list(result_schema.leaf_paths(results[-1]))
         assert math.isnan(results[0]["env_runners"]["episode_return_mean"])  # none ended yet
     finally:
         start_ray()
+
+
+def test_result_schema_fills_missing_keys_with_nan_and_sorts_them():
+    first = {"b": 1, "a": {"y": 2, "x": {}}, "config": {"lr": 1}}
+    keys = result_schema.schema(first, [("a", "z"), ("b", "c")])
+    assert keys == [("a", "y"), ("a", "z"), ("b",), ("b", "c"), ("config",)]
+    later = result_schema.with_keys({"config": {"lr": 2}, "a": {"z": 3}, "b": 4, "new": 5}, keys)
+    # ("b", "c") clashes with the value of b: left out; "new" is kept, sorted in.
+    assert list(result_schema.leaf_paths(later)) == [("a", "y"), ("a", "z"), ("b",), ("config",), ("new",)]
+    assert math.isnan(later["a"]["y"]) and later["a"]["z"] == 3 and later["config"] == {"lr": 2}
