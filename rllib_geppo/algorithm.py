@@ -223,14 +223,8 @@ class GePPO(PPO):
         return kept
 
     def _update_learners(self) -> None:
-        """One update over every stored sample, then the lr rule; none while the youngest
-        stored batch is older than ``MAX_SAMPLE_LAG``."""
-        if not self.store.batches:
-            return
-        if self.sample_lag() > MAX_SAMPLE_LAG:
-            logger.warning("iteration %d: no new batch arrived; the update waits for one (the "
-                           "youngest stored batch is %d iterations old).", self.iteration,
-                           self.sample_lag())
+        """One update over every stored sample, then the lr rule (if :meth:`may_update`)."""
+        if not self.may_update():
             return
         inputs = self.update_inputs()
         layout = self.store.update_layout()
@@ -250,6 +244,18 @@ class GePPO(PPO):
         learner = self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID))
         self.adapt_policy_lr(learner["tv"], inputs.clip_eps,
                              complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+
+    def may_update(self) -> bool:
+        """Whether the store holds a batch young enough to update on: none older than
+        ``MAX_SAMPLE_LAG`` iterations is (both API stacks; logs why not)."""
+        if not self.store.batches:
+            return False
+        if self.sample_lag() > MAX_SAMPLE_LAG:
+            logger.warning("iteration %d: no new batch arrived; the update waits for one (the "
+                           "youngest stored batch is %d iterations old).", self.iteration,
+                           self.sample_lag())
+            return False
+        return True
 
     def update_inputs(self) -> UpdateInputs:
         """This update's :class:`UpdateInputs`, from the store's ages under pi_k."""

@@ -57,7 +57,7 @@ def training_step_old_api_stack(algo: GePPO) -> ResultDict:
     algo._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
     algo._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
     dropped = algo.add_to_store(batch_segments(batch, algo.policy_version))
-    if not algo.store.batches:
+    if not algo.may_update():
         return {}
 
     policy: GePPOTorchPolicy = algo.get_policy()
