@@ -13,6 +13,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import NotProvided
 
 from rllib_geppo.core import policy_weights as pw
+from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
 from rllib_geppo.core.gradients import CLIP_BY
 from rllib_geppo.env_runner_pipelines import lean
 
@@ -139,6 +140,7 @@ class GePPOConfig(PPOConfig):
         self.reward_scaling = "running_return"  # or "returns_to_go" (the authors' code)
         self.obs_stats_warm_start = False  # first update: statistics of the first batch
         self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
+        self.compile_learner = "auto"  # torch.compile the minibatch step; "auto": eager for now
 
     @override(PPOConfig)
     def training(
@@ -164,6 +166,7 @@ class GePPOConfig(PPOConfig):
         reward_scaling: str = NotProvided,
         obs_stats_warm_start: bool = NotProvided,
         nonfinite_data: str = NotProvided,
+        compile_learner: bool | str = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
@@ -224,6 +227,14 @@ class GePPOConfig(PPOConfig):
                 the column, the env step and the episode; "drop" drops the chunk before it
                 reaches the store or the statistics, logs a warning and counts it in
                 ``num_dropped_segments``.
+            compile_learner: run each minibatch's forward pass, loss and backward pass as one
+                ``torch.compile``d (inductor) function, compiled once per learner process (the
+                time it took is logged); the gradient clip and Adam step stay eager. True,
+                False, or "auto" (default), which is eager for now: on CPU the compiled step
+                measured 1.2x to 1.45x faster for the paper's 64x64 networks, which repays its
+                30 to 40 s of compiling on 2 cores only after some hundreds of updates; GPUs
+                are not measured yet. Where compiling fails the learner runs eagerly and logs
+                one warning.
         """
         super().training(**kwargs)
         for name, value in locals().items():
@@ -352,6 +363,8 @@ class GePPOConfig(PPOConfig):
         require(self.weights_tradeoff_rule in pw.TRADEOFF_RULES, "weights_tradeoff_rule",
                 f"one of {pw.TRADEOFF_RULES}")
         require(self.nonfinite_data in NONFINITE_DATA, "nonfinite_data", f"one of {NONFINITE_DATA}")
+        require(isinstance(self.compile_learner, bool) or self.compile_learner == "auto",
+                "compile_learner", f"one of {COMPILE_SETTINGS}")
         require(isinstance(self.overlap_sampling, bool) or self.overlap_sampling == "auto",
                 "overlap_sampling", 'True, False or "auto"')
         require(self.lag_clip_rule in LAG_CLIP_RULES, "lag_clip_rule", f"one of {LAG_CLIP_RULES}")

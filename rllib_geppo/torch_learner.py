@@ -5,10 +5,16 @@ Every tensor of an update is prepared once, on the learner's device, before the 
 step; the epoch loop then only slices them. One Adam optimizer holds two parameter groups, the
 policy (adaptive lr, gradient clip) and the value function (fixed ``vf_lr``, never clipped):
 Adam is elementwise, so this is exactly two separate Adams, in one fused kernel.
+
+With ``compile_learner`` the minibatch's forward pass, loss and backward pass run as one
+inductor-compiled function (:mod:`rllib_geppo.core.compiled_step`), compiled once per learner
+process; the gradient clip and the fused Adam step stay eager, so the adaptive lr is a plain
+number that never recompiles anything.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -20,6 +26,7 @@ from ray.rllib.utils.typing import ModuleID
 
 from rllib_geppo.core import objective
 from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.compiled_step import CompiledBackward, resolve_compile
 from rllib_geppo.core.gradients import clip_gradients_
 from rllib_geppo.core.targets import update_targets
 from rllib_geppo.core.update_inputs import UpdateInputs
@@ -44,6 +51,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
             cpus = self.config.num_cpus_per_learner
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
+        self._compile = resolve_compile(self.config.compile_learner, self.device)
+        self._loss_and_backward: dict[ModuleID, CompiledBackward] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -105,6 +114,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         steps = min(inputs.minibatches_per_epoch, rows)
         size = rows // steps
         sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
+        clip_eps = self._clip_eps_input(module_id, inputs.clip_eps)
         skipped = torch.zeros((), device=self.device)
         for _ in range(self.config.num_epochs):
             order = (torch.randperm(rows, device=self.device) if self.config.shuffle_batch_per_epoch
@@ -112,7 +122,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             epoch = {name: data[name][order] for name in _MINIBATCH_COLUMNS}
             for start in range(0, steps * size, size):
                 minibatch = {name: column[start:start + size] for name, column in epoch.items()}
-                losses, finite = self.minibatch_step(module_id, minibatch, inputs.clip_eps)
+                losses, finite = self.minibatch_step(module_id, minibatch, clip_eps)
                 sums += torch.where(finite, losses, 0.0)
                 skipped += ~finite
         total, skipped = self.config.num_epochs * steps, int(skipped)
@@ -142,8 +152,25 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             entropy_coeff=entropy_coeff,
         )
 
+    def loss_and_backward(self, module_id: ModuleID) -> CompiledBackward:
+        """:meth:`minibatch_losses` and its backward pass for ``module_id``: compiled where
+        ``compile_learner`` says (once per module and learner process), else eager."""
+        step = self._loss_and_backward.get(module_id)
+        if step is None:
+            step = self._loss_and_backward[module_id] = CompiledBackward(
+                functools.partial(self.minibatch_losses, module_id), compile=self._compile,
+                name="minibatch loss and backward pass")
+        return step
+
+    def _clip_eps_input(self, module_id: ModuleID, clip_eps: float | Tensor) -> float | Tensor:
+        """``clip_eps`` as the step takes it: a 0-d tensor for the compiled step (a number that
+        changes between updates would recompile it), the number itself for the eager one."""
+        if self.loss_and_backward(module_id).compiled and not isinstance(clip_eps, Tensor):
+            return torch.tensor(clip_eps, dtype=torch.float32, device=self.device)
+        return clip_eps
+
     def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],
-                       clip_eps: float) -> tuple[Tensor, Tensor]:
+                       clip_eps: float | Tensor) -> tuple[Tensor, Tensor]:
         """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
         gradient clipped) and the value function.
 
@@ -151,11 +178,11 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         value gradient were finite; if not, the step was skipped, and weights and optimizer
         state stayed as they were.
         """
-        policy_loss, vf_loss = self.minibatch_losses(module_id, minibatch, clip_eps)
         optimizer = self.get_optimizer(module_id, OPTIMIZER)
-        optimizer.zero_grad(set_to_none=True)
         # Policy and value parameters are disjoint: one backward pass gives each its own gradient.
-        (policy_loss + vf_loss).backward()
+        policy_loss, vf_loss = self.loss_and_backward(module_id)(
+            minibatch, self._clip_eps_input(module_id, clip_eps),
+            zero_grad=functools.partial(optimizer.zero_grad, set_to_none=True))
         policy_group, value_group = optimizer.param_groups
         if self.config.grad_clip_scope == "policy":
             policy_norm = clip_gradients_(policy_group["params"], self.config.grad_clip, self.config.grad_clip_by)
