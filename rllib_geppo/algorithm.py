@@ -49,7 +49,7 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
-from rllib_geppo import result_schema
+import rllib_geppo.result_schema as result_schema
 from rllib_geppo.config import GePPOConfig
 from rllib_geppo.core import segments
 from rllib_geppo.core.normalization import (
