@@ -231,10 +231,10 @@ class GePPOConfig(PPOConfig):
                 ``torch.compile``d (inductor) function, compiled once per learner process (the
                 time it took is logged); the gradient clip and Adam step stay eager. True,
                 False, or "auto" (default), which is eager for now: on CPU the compiled step
-                measured 1.2x to 1.45x faster for the paper's 64x64 networks, which repays its
-                30 to 40 s of compiling on 2 cores only after some hundreds of updates; GPUs
-                are not measured yet. Where compiling fails the learner runs eagerly and logs
-                one warning.
+                measured 1.3x to 1.4x faster for the paper's 64x64 networks, but compiling took
+                50 s on 2 cores (5 to 9 s from inductor's on-disk cache), repaid only after 55
+                to 460 updates (docs/speed.md); GPUs are not measured yet. Where compiling
+                fails the learner runs eagerly and logs one warning.
         """
         super().training(**kwargs)
         for name, value in locals().items():

@@ -30,10 +30,10 @@ def resolve_compile(setting: bool | str, device: torch.device) -> bool:
     """Whether a learner on ``device`` compiles its minibatch step.
 
     True and False are taken as given. ``"auto"`` compiles nowhere yet: on CPU the compiled step
-    measured 1.2x to 1.45x faster than eager for the paper's 64x64 networks
-    (``benchmarks/learner_step.py``, 2 cores), which repays the compilation (30 to 40 s on 2
-    cores without a warm inductor cache) only after some hundreds of updates; on GPUs it is not
-    measured yet.
+    measured 1.3x to 1.4x faster than eager for the paper's 64x64 networks
+    (``benchmarks/learner_step.py``, 2 cores), but compiling took 50 s (5 to 9 s from inductor's
+    on-disk cache), repaid only after 55 to 460 updates, which short runs, tests and sweeps of
+    short trials never reach; on GPUs it is not measured yet.
     """
     if setting not in COMPILE_SETTINGS:
         raise ValueError(f"compile_learner must be one of {COMPILE_SETTINGS}, got {setting!r}.")
