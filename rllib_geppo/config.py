@@ -234,7 +234,7 @@ class GePPOConfig(PPOConfig):
                 measured 1.3x to 1.4x faster for the paper's 64x64 networks, but compiling took
                 50 s on 2 cores (5 to 9 s from inductor's on-disk cache), repaid only after 55
                 to 460 updates (docs/speed.md); GPUs are not measured yet. Where compiling
-                fails the learner runs eagerly and logs one warning.
+                fails the learner runs eagerly and logs one warning. New API stack only.
         """
         super().training(**kwargs)
         for name, value in locals().items():
@@ -408,7 +408,8 @@ class GePPOConfig(PPOConfig):
         except ValueError as err:
             self._value_error(f"`policy_weights`: {err}")
         if not self.enable_env_runner_and_connector_v2:
-            for setting, new_stack_only in (("overlap_sampling", True), ("grad_clip_scope", "all")):
+            for setting, new_stack_only in (("overlap_sampling", True), ("grad_clip_scope", "all"),
+                                            ("compile_learner", True)):
                 if getattr(self, setting) == new_stack_only:  # "auto" samples synchronously there
                     self._value_error(f"`{setting}={new_stack_only!r}` runs on the new API stack "
                                       "only; leave it at its default on the old API stack.")

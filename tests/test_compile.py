@@ -180,3 +180,6 @@ def test_auto_is_eager_on_cpu_and_bad_values_are_named():
         GePPOConfig().environment("Pendulum-v1").training(compile_learner="yes").validate()
     with pytest.raises(ValueError, match="compile_learner"):
         GePPOConfig().environment("Pendulum-v1").training(compile_learner=1).validate()
+    with pytest.raises(ValueError, match="compile_learner=True` runs on the new API stack only"):
+        (GePPOConfig().api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+         .environment("Pendulum-v1").training(compile_learner=True).validate())
