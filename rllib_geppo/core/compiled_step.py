@@ -48,8 +48,9 @@ class CompiledBackward:
         compile: False runs eagerly throughout.
         name: what the log messages call the step.
 
-    If compiling fails (no C compiler, an operation inductor cannot trace, ...), the step runs
-    eagerly from then on and one warning says why. Attributes: ``compiled`` (whether calls go
+    If compiling fails (no C compiler, an operation inductor cannot trace, ...), at the first
+    call or at a later recompile, the step runs eagerly from then on and one warning says why
+    (an error that is not the compiler's then comes from the eager step). Attributes: ``compiled`` (whether calls go
     through the compiled function), ``compile_seconds`` (wall time of the first compiled call,
     compilation included; None before it) and ``graphs_compiled`` (how many graphs inductor
     compiled; 1 unless something recompiled).
@@ -78,19 +79,18 @@ class CompiledBackward:
         zero_grad()
         if not self.compiled:
             return _losses_and_backward(self._eager, args)
-        if self.compile_seconds is not None:
-            return _losses_and_backward(self._compiled_fn, args)
         start = time.perf_counter()
         try:
             losses = _losses_and_backward(self._compiled_fn, args)
-        except Exception as err:  # noqa: BLE001 - any failure to compile falls back to eager
+        except Exception as err:  # noqa: BLE001 - a failed compile or recompile: eager from now on
             logger.warning("Could not compile GePPO's %s (%s: %s); it runs eagerly.",
                            self._name, type(err).__name__, str(err).splitlines()[0] if str(err) else "")
             self.compiled = False
-            zero_grad()
+            zero_grad()  # a failed backward pass may have left some gradients
             return _losses_and_backward(self._eager, args)
-        self.compile_seconds = time.perf_counter() - start
-        logger.info("Compiled GePPO's %s with torch.compile in %.1f s.", self._name, self.compile_seconds)
+        if self.compile_seconds is None:
+            self.compile_seconds = time.perf_counter() - start
+            logger.info("Compiled GePPO's %s with torch.compile in %.1f s.", self._name, self.compile_seconds)
         return losses
 
 
