@@ -184,9 +184,9 @@ class GePPO(PPO):
         changes the reward scale by more than ``REWARD_SCALE_JUMP`` times."""
         returns = self._returns(new_segments)
         change = scale_change(self.return_stats, returns)
+        before = float(self.return_stats.std)
+        self.return_stats.update(returns)
         if change > REWARD_SCALE_JUMP:
-            before = float(self.return_stats.std)
-            self.return_stats.update(returns)
             logger.warning(
                 "iteration %d: environment %r returned a %s, which changes the reward scale "
                 "(the std of the discounted return) %.3g times, from %.3g to %.3g. Every reward "
@@ -194,8 +194,6 @@ class GePPO(PPO):
                 "(docs/bad_input.md). Check the environment's rewards.", self.iteration,
                 self.config.env, segments.describe_largest_reward(new_segments), change, before,
                 float(self.return_stats.std))
-            return
-        self.return_stats.update(returns)
 
     def _returns(self, new_segments: Sequence[Segment]) -> np.ndarray:
         """The discounted returns whose std scales rewards (the ``reward_scaling`` setting)."""
