@@ -19,7 +19,8 @@ import yaml
 from rllib_geppo.tools.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml"))
+# The tuned examples, and the files that made the studies under docs/results.
+TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml")) + sorted((REPO / "docs").rglob("*.yaml"))
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
 # Two experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each. The
