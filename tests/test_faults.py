@@ -452,18 +452,8 @@ def test_a_lost_batch_is_resampled_before_the_update(caplog):
         algo.stop()
 
 
-RESUMED_RUN = """
-resumed:
-  run: GePPO
-  env: fault-pendulum
-  stop: {training_iteration: 4}
-  checkpoint_config: {checkpoint_frequency: 1}
-  config:
-    env_config: {kind: crash, at: 300, marker: MARKER}
-    train_batch_size_per_learner: 128
-    num_epochs: 1
-    num_env_runners: 0
-"""
+RESUMED_RUN = CRASH_RUN.replace("crash-pendulum:", "resumed:").replace("training_iteration: 3",
+                                                                      "training_iteration: 4")
 
 
 def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
