@@ -63,7 +63,7 @@ def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: boo
         learner.run_epochs(DEFAULT_MODULE_ID, data, inputs)
         return (time.perf_counter() - start) / (EPOCHS * MINIBATCHES)
 
-    measure.step = learner.loss_and_backward(DEFAULT_MODULE_ID)
+    measure.step = learner.gradient_step(DEFAULT_MODULE_ID)
     return measure
 
 

@@ -11,7 +11,9 @@ GePPO, the PPO baseline and RLlib's PPO run one EnvRunner and a local learner;
 SB3 runs in this process with VecNormalize, as a user runs it (skipped, with a note, when the
 ``[baselines]`` extra is not installed).
 
-Prints per system: env steps/s over ``--steps`` env steps after a warm-up iteration, learner
+Prints per system: env steps/s over ``--steps`` env steps after ``--warmup`` iterations (12 by
+default: past actor start-up, GePPO's first overlap and the compiling that
+``compile_learner="auto"`` does after 10 updates; the learner logs how long that took), learner
 seconds per 1,000 env steps, and the ratio of env steps/s to SB3 PPO's.
 """
 
@@ -44,6 +46,8 @@ def rllib_ppo(env: str) -> PPOConfig:
 def systems(env: str) -> dict[str, Callable | None]:
     return {
         "GePPO defaults (overlapped, 1 env)": lambda: GePPOConfig().environment(env),
+        "GePPO defaults, eager learner": lambda: GePPOConfig().environment(env).training(
+            compile_learner=False),
         "GePPO sync, 1 env": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=1).training(overlap_sampling=False),
         "GePPO sync, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
@@ -57,8 +61,8 @@ def systems(env: str) -> dict[str, Callable | None]:
     }
 
 
-def measure_rllib(config, steps: int) -> dict[str, float]:
-    """Train to ``steps`` env steps after a warm-up iteration; time every learner update."""
+def measure_rllib(config, steps: int, warmup: int) -> dict[str, float]:
+    """Train to ``steps`` env steps after ``warmup`` iterations; time every learner update."""
     algo = config.build_algo()
     learner_seconds: list[float] = []
     update = algo.learner_group.update
@@ -71,7 +75,7 @@ def measure_rllib(config, steps: int) -> dict[str, float]:
             learner_seconds.append(time.perf_counter() - start)
 
     algo.learner_group.update = timed_update
-    for _ in range(2):  # warm-up: actor start-up, first torch calls, GePPO's first overlap
+    for _ in range(warmup):  # actor start-up, first torch calls, GePPO's first overlap, compiling
         start_steps = algo.train()["num_env_steps_sampled_lifetime"]
     learner_seconds.clear()
     start, sampled = time.perf_counter(), start_steps
@@ -120,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--steps", type=int, default=20480, help="measured env steps per system")
+    parser.add_argument("--warmup", type=int, default=12, help="RLlib iterations before measuring")
     parser.add_argument("--only", nargs="*", help="measure only these systems (names as printed)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -128,7 +133,7 @@ def main() -> None:
     for name, build in systems(args.env).items():
         if args.only and name not in args.only:
             continue
-        result = measure_sb3(args.env, args.steps) if build is None else measure_rllib(build(), args.steps)
+        result = measure_sb3(args.env, args.steps) if build is None else measure_rllib(build(), args.steps, args.warmup)
         if result is not None:
             figures[name] = result
             logger.info("%s: %s", name, result)

@@ -14,13 +14,12 @@ from ray.rllib.utils.from_config import NotProvided
 
 from rllib_geppo.core import policy_weights as pw
 from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
+from rllib_geppo.core.gradients import CLIP_SCOPES
 from rllib_geppo.core.gradients import CLIP_BY
 from rllib_geppo.env_runner_pipelines import lean
 
 #: What to do with an episode chunk holding a NaN or infinite reward or observation.
 NONFINITE_DATA = ("error", "drop")
-#: What ``grad_clip`` applies to.
-GRAD_CLIP_SCOPES = ("policy", "all")
 #: Which discounted return's std scales the rewards (core.normalization).
 REWARD_SCALINGS = ("returns_to_go", "running_return")
 #: How the clip range follows a sampling lag (docs/overlapped_sampling.md).
@@ -140,7 +139,7 @@ class GePPOConfig(PPOConfig):
         self.reward_scaling = "running_return"  # or "returns_to_go" (the authors' code)
         self.obs_stats_warm_start = False  # first update: statistics of the first batch
         self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
-        self.compile_learner = "auto"  # torch.compile the minibatch step; "auto": eager for now
+        self.compile_learner = "auto"  # torch.compile the minibatch step; "auto": a CPU learner, later
 
     @override(PPOConfig)
     def training(
@@ -227,14 +226,16 @@ class GePPOConfig(PPOConfig):
                 the column, the env step and the episode; "drop" drops the chunk before it
                 reaches the store or the statistics, logs a warning and counts it in
                 ``num_dropped_segments``.
-            compile_learner: run each minibatch's forward pass, loss and backward pass as one
-                ``torch.compile``d (inductor) function, compiled once per learner process (the
-                time it took is logged); the gradient clip and Adam step stay eager. True,
-                False, or "auto" (default), which is eager for now: on CPU the compiled step
-                measured 1.3x to 1.4x faster for the paper's 64x64 networks, but compiling took
-                50 s on 2 cores (5 to 9 s from inductor's on-disk cache), repaid only after 55
-                to 460 updates (docs/speed.md); GPUs are not measured yet. Where compiling
-                fails the learner runs eagerly and logs one warning. New API stack only.
+            compile_learner: run each minibatch's forward pass, loss, backward pass, gradient
+                clip and finite check as one ``torch.compile``d (inductor) function, compiled
+                once per learner process (the time it took is logged); the Adam step stays
+                eager. True, False, or "auto" (default): a single CPU learner compiles after
+                its first 3,200 gradient steps (10 updates with the defaults), so short runs
+                never pay for compiling; on GPUs (not measured yet) and with 2+ learners
+                (DDP) it stays eager. On CPU the compiled step measured 2x to 3x faster than
+                eager for the paper's 64x64 networks, and compiling took 3 to 15 s on 2 cores
+                (docs/speed.md). Where compiling fails the learner runs eagerly and logs one
+                warning. New API stack only.
         """
         super().training(**kwargs)
         for name, value in locals().items():
@@ -369,7 +370,7 @@ class GePPOConfig(PPOConfig):
                 "overlap_sampling", 'True, False or "auto"')
         require(self.lag_clip_rule in LAG_CLIP_RULES, "lag_clip_rule", f"one of {LAG_CLIP_RULES}")
         require(self.grad_clip_by in CLIP_BY, "grad_clip_by", f"one of {CLIP_BY}")
-        require(self.grad_clip_scope in GRAD_CLIP_SCOPES, "grad_clip_scope", f"one of {GRAD_CLIP_SCOPES}")
+        require(self.grad_clip_scope in CLIP_SCOPES, "grad_clip_scope", f"one of {CLIP_SCOPES}")
         require(self.reward_scaling in REWARD_SCALINGS, "reward_scaling", f"one of {REWARD_SCALINGS}")
         require(isinstance(self.obs_stats_warm_start, bool), "obs_stats_warm_start", "True or False")
         require(is_number(self.adam_eps) and self.adam_eps > 0, "adam_eps", "a finite positive number")

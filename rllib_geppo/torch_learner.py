@@ -6,15 +6,18 @@ step; the epoch loop then only slices them. One Adam optimizer holds two paramet
 policy (adaptive lr, gradient clip) and the value function (fixed ``vf_lr``, never clipped):
 Adam is elementwise, so this is exactly two separate Adams, in one fused kernel.
 
-With ``compile_learner`` the minibatch's forward pass, loss and backward pass run as one
-inductor-compiled function (:mod:`rllib_geppo.core.compiled_step`), compiled once per learner
-process; the gradient clip and the fused Adam step stay eager, so the adaptive lr is a plain
+Each minibatch step (:meth:`GePPOTorchLearner.minibatch_step`) computes the losses and their
+gradients, clips the policy's and checks that everything is finite, then takes the Adam step,
+skipped on the device if not. With ``compile_learner`` all of it but the Adam step runs as one
+inductor-compiled function (:mod:`rllib_geppo.core.compiled_step`: gradients by ``torch.func``),
+compiled once per learner process; the Adam step stays eager, so the adaptive lr is a plain
 number that never recompiles anything.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import numpy as np
@@ -26,11 +29,14 @@ from ray.rllib.utils.typing import ModuleID
 
 from rllib_geppo.core import objective
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.compiled_step import CompiledBackward, resolve_compile
-from rllib_geppo.core.gradients import clip_gradients_
+from rllib_geppo.core.adam import adam_step_if
+from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
+from rllib_geppo.core.gradients import clip_and_check
 from rllib_geppo.core.targets import update_targets
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner import OPTIMIZER, GePPOLearner
+
+logger = logging.getLogger(__name__)
 
 Tensor = torch.Tensor
 
@@ -51,8 +57,12 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
             cpus = self.config.num_cpus_per_learner
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
-        self._compile = resolve_compile(self.config.compile_learner, self.device)
-        self._loss_and_backward: dict[ModuleID, CompiledBackward] = {}
+        distributed = self.config.num_learners > 1
+        self._compile_after = resolve_compile(self.config.compile_learner, self.device, distributed=distributed)
+        if self.config.compile_learner is True and distributed:
+            logger.warning("compile_learner=True: with %d learners (DDP) GePPO's gradient step runs "
+                           "eagerly; it compiles for a single learner only.", self.config.num_learners)
+        self._gradient_steps: dict[ModuleID, CompiledStep] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -114,7 +124,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         steps = min(inputs.minibatches_per_epoch, rows)
         size = rows // steps
         sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
-        clip_eps = self._clip_eps_input(module_id, inputs.clip_eps)
+        clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
         skipped = torch.zeros((), device=self.device)
         for _ in range(self.config.num_epochs):
             order = (torch.randperm(rows, device=self.device) if self.config.shuffle_batch_per_epoch
@@ -130,14 +140,16 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         return ({"policy_loss": policy_loss, "vf_loss": vf_loss, "policy_grad_norm": grad_norm,
                  "num_skipped_steps": skipped, "num_gradient_steps": total}, total * size)
 
-    def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor],
-                         clip_eps: float) -> tuple[Tensor, Tensor]:
+    def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor,
+                         params: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
         objective (negated, less ``entropy_coeff`` times the weighted entropy) and the weighted
-        value regression."""
+        value regression; with ``params`` (by name), the module's forward pass uses those."""
         module = self.module[module_id]  # DDP-wrapped with 2+ learners: gradients are averaged
-        out = module.forward_train({Columns.OBS: minibatch[C.OBS]})
-        dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+        batch = {Columns.OBS: minibatch[C.OBS]}
+        out = (module.forward_train(batch) if params is None
+               else torch.func.functional_call(module.unwrapped(), params, (batch,)))
+        dist = module.unwrapped().get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
         entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
             logp=dist.logp(minibatch[C.ACTIONS]),
@@ -152,23 +164,6 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             entropy_coeff=entropy_coeff,
         )
 
-    def loss_and_backward(self, module_id: ModuleID) -> CompiledBackward:
-        """:meth:`minibatch_losses` and its backward pass for ``module_id``: compiled where
-        ``compile_learner`` says (once per module and learner process), else eager."""
-        step = self._loss_and_backward.get(module_id)
-        if step is None:
-            step = self._loss_and_backward[module_id] = CompiledBackward(
-                functools.partial(self.minibatch_losses, module_id), compile=self._compile,
-                name="minibatch loss and backward pass")
-        return step
-
-    def _clip_eps_input(self, module_id: ModuleID, clip_eps: float | Tensor) -> float | Tensor:
-        """``clip_eps`` as the step takes it: a 0-d tensor for the compiled step (a number that
-        changes between updates would recompile it), the number itself for the eager one."""
-        if self.loss_and_backward(module_id).compiled and not isinstance(clip_eps, Tensor):
-            return torch.tensor(clip_eps, dtype=torch.float32, device=self.device)
-        return clip_eps
-
     def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],
                        clip_eps: float | Tensor) -> tuple[Tensor, Tensor]:
         """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
@@ -176,25 +171,59 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
 
         Returns ``(policy_loss, value_loss, policy_grad_norm)`` and whether all of them and the
         value gradient were finite; if not, the step was skipped, and weights and optimizer
-        state stayed as they were.
+        state stayed as they were. The clipped gradients are left in ``.grad``.
         """
+        clip_eps = torch.as_tensor(clip_eps, dtype=torch.float32, device=self.device)  # no recompiles
+        stats, finite, policy_grads, value_grads = self.gradient_step(module_id)(minibatch, clip_eps)
         optimizer = self.get_optimizer(module_id, OPTIMIZER)
-        # Policy and value parameters are disjoint: one backward pass gives each its own gradient.
-        policy_loss, vf_loss = self.loss_and_backward(module_id)(
-            minibatch, self._clip_eps_input(module_id, clip_eps),
-            zero_grad=functools.partial(optimizer.zero_grad, set_to_none=True))
         policy_group, value_group = optimizer.param_groups
-        if self.config.grad_clip_scope == "policy":
-            policy_norm = clip_gradients_(policy_group["params"], self.config.grad_clip, self.config.grad_clip_by)
-            value_norm = clip_gradients_(value_group["params"], None)
-        else:  # one norm over both, as SB3
-            policy_norm = clip_gradients_(policy_group["params"] + value_group["params"],
-                                          self.config.grad_clip, self.config.grad_clip_by)
-            value_norm = policy_norm
-        losses = torch.stack([policy_loss.detach(), vf_loss.detach(), policy_norm])
-        finite = torch.isfinite(losses.sum() + value_norm)
-        _step_if(optimizer, finite)
-        return losses, finite
+        for p, grad in zip([*policy_group["params"], *value_group["params"]], [*policy_grads, *value_grads]):
+            p.grad = grad
+        adam_step_if(optimizer, finite)
+        return stats, finite
+
+    def gradient_step(self, module_id: ModuleID) -> CompiledStep:
+        """The losses, gradients, clip and finite check of a minibatch step for ``module_id``:
+        compiled as ``compile_learner`` says (once per module and learner process), else eager.
+        Called with ``(minibatch, clip_eps)``; returns :func:`~rllib_geppo.core.gradients.clip_and_check`'s
+        ``(stats, finite, policy_grads, value_grads)``."""
+        step = self._gradient_steps.get(module_id)
+        if step is None:
+            step = self._gradient_steps[module_id] = CompiledStep(
+                functools.partial(self._functional_gradients, module_id, self._named_groups(module_id)),
+                functools.partial(self._backward_gradients, module_id),
+                compile_after=self._compile_after, name="gradient step")
+        return step
+
+    def _named_groups(self, module_id: ModuleID) -> tuple[dict[str, Tensor], list[str], list[str]]:
+        """The module's parameters by name, and the names in the policy's and the value
+        function's optimizer groups."""
+        params = dict(self.module[module_id].unwrapped().named_parameters())
+        names = {id(p): name for name, p in params.items()}
+        return params, *([names[id(p)] for p in group["params"]]
+                         for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
+
+    def _functional_gradients(self, module_id: ModuleID, named: tuple, minibatch: dict[str, Tensor],
+                              clip_eps: Tensor) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
+        # The compiled step: gradients by torch.func, then the clip and check, in one graph.
+        params, policy_names, value_names = named
+        losses, grads = losses_and_gradients(
+            lambda p, mb, eps: self.minibatch_losses(module_id, mb, eps, params=p), params, minibatch, clip_eps)
+        return self._clip_and_check(losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
+
+    def _backward_gradients(self, module_id: ModuleID, minibatch: dict[str, Tensor],
+                            clip_eps: Tensor) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
+        # The eager step: loss.backward() (through DDP's averaging hooks with 2+ learners).
+        policy_group, value_group = self.get_optimizer(module_id, OPTIMIZER).param_groups
+        for p in [*policy_group["params"], *value_group["params"]]:
+            p.grad = None
+        losses = self.minibatch_losses(module_id, minibatch, clip_eps)
+        sum(losses).backward()
+        return self._clip_and_check(losses, _grads(policy_group["params"]), _grads(value_group["params"]))
+
+    def _clip_and_check(self, losses, policy_grads, value_grads):
+        return clip_and_check(losses, policy_grads, value_grads, grad_clip=self.config.grad_clip,
+                              clip_by=self.config.grad_clip_by, scope=self.config.grad_clip_scope)
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Tensor:
@@ -221,18 +250,10 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         return {name: float(value) for name, value in stats.items()}
 
 
-def _step_if(optimizer: torch.optim.Optimizer, condition: Tensor) -> None:
-    """``optimizer.step()`` only where ``condition`` (a 0-d bool tensor) holds.
-
-    Fused Adam takes GradScaler's ``found_inf`` flag and skips the step on the device, leaving
-    weights, moments and step count as they are, so the epoch loop never waits for the GPU;
-    other kernels decide on the host.
-    """
-    if optimizer.defaults.get("fused"):
-        optimizer.found_inf = (~condition).float()
-        optimizer.step()
-    elif condition:
-        optimizer.step()
+def _grads(params: list[torch.nn.Parameter]) -> list[Tensor]:
+    """The gradients of ``params``, zeros for a parameter the loss did not use (as
+    ``torch.func.grad`` gives)."""
+    return [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
 
 
 def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:

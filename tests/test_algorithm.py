@@ -252,14 +252,22 @@ def test_cartpole_discrete_actions_train():
         algo.stop()
 
 
-def test_two_cpu_learners():
-    algo = small_config().learners(num_learners=2).build_algo()
+def test_two_cpu_learners_average_their_gradients_also_with_compile_learner():
+    """DDP keeps both learners' weights identical; the compiled step's functional gradients
+    would bypass its averaging, so with 2 learners ``compile_learner=True`` runs eagerly."""
+    algo = small_config(compile_learner=True).learners(num_learners=2).build_algo()
     try:
         for _ in range(2):
             result = algo.train()
         learner = result["learners"][DEFAULT_MODULE_ID]
         assert all(math.isfinite(learner[k]) for k in METRICS)
         assert learner["num_policies"] == 2
+        compiled, weights = zip(*(call.get() for call in algo.learner_group.foreach_learner(lambda l: (
+            l.gradient_step(DEFAULT_MODULE_ID).compiled,
+            [p.detach().clone() for p in l.module[DEFAULT_MODULE_ID].parameters()]))))
+        assert compiled == (False, False)
+        for a, b in zip(*weights, strict=True):
+            assert torch.equal(a, b)
     finally:
         algo.stop()
 

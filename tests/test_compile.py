@@ -1,8 +1,9 @@
-"""The compiled minibatch step (``compile_learner=True``) against the eager one, on real RLlib
+"""The compiled minibatch step (``compile_learner=True``: gradients by ``torch.func``, clip and
+finite check in one compiled graph) against the eager one (``loss.backward()``), on real RLlib
 learners: the same losses, gradients, weights and Adam state over many steps, with the lr and
 the clip range changing between updates, minibatch sizes changing, across a checkpoint restore
-and through the non-finite guard, all on one compiled graph. Compiling costs tens of seconds on
-2 cores, so one compiled learner serves every test of the module."""
+and through the non-finite guard, all on one compiled graph. Compiling costs seconds to tens of
+seconds on 2 cores, so one compiled learner serves every test of the module."""
 
 import logging
 
@@ -15,7 +16,8 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core import compiled_step
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.compiled_step import CompiledBackward, resolve_compile
+from rllib_geppo.core.compiled_step import (AUTO_COMPILE_AFTER_STEPS, CompiledStep, losses_and_gradients,
+                                            resolve_compile)
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner import OPTIMIZER
 
@@ -31,8 +33,8 @@ def build_learner(compile_learner):
 def learners():
     """A compiled and an eager learner; each test starts them from the same state."""
     compiled, eager = build_learner(True), build_learner(False)
-    assert compiled.loss_and_backward(DEFAULT_MODULE_ID).compiled
-    assert not eager.loss_and_backward(DEFAULT_MODULE_ID).compiled
+    assert compiled.gradient_step(DEFAULT_MODULE_ID).compiled
+    assert not eager.gradient_step(DEFAULT_MODULE_ID).compiled
     return compiled, eager
 
 
@@ -96,7 +98,7 @@ def test_compiled_and_eager_steps_agree_over_many_steps_without_recompiling(lear
     compiled, eager = learners
     same_start(compiled, eager)
     run_steps(learners, range(20))
-    step = compiled.loss_and_backward(DEFAULT_MODULE_ID)
+    step = compiled.gradient_step(DEFAULT_MODULE_ID)
     assert step.compiled and step.compile_seconds > 0
     assert step.graphs_compiled == 1  # 4 lrs, 4 clip ranges, 3 minibatch sizes: one graph
 
@@ -116,7 +118,7 @@ def test_an_update_agrees_too(learners):
     assert compiled_steps == eager_steps
     assert compiled_stats == pytest.approx(eager_stats, rel=TOL, abs=TOL)
     assert_same(compiled, eager)
-    assert compiled.loss_and_backward(DEFAULT_MODULE_ID).graphs_compiled == 1
+    assert compiled.gradient_step(DEFAULT_MODULE_ID).graphs_compiled == 1
 
 
 def test_restored_checkpoint_trains_the_same(learners, tmp_path):
@@ -132,7 +134,7 @@ def test_restored_checkpoint_trains_the_same(learners, tmp_path):
     after = run_steps(learners, range(3, 8))
     for a, b in zip(before, after):
         torch.testing.assert_close(a, b, atol=TOL, rtol=TOL)
-    assert compiled.loss_and_backward(DEFAULT_MODULE_ID).graphs_compiled == 1
+    assert compiled.gradient_step(DEFAULT_MODULE_ID).graphs_compiled == 1
 
 
 @pytest.mark.parametrize("column", [C.ADVANTAGES, C.OBS])
@@ -149,33 +151,65 @@ def test_guard_skips_a_nan_step_in_the_compiled_learner(learners, column):
         assert torch.equal(p, w)
     for a, b in zip(adam_state(compiled), state, strict=True):
         assert torch.equal(a, b)
-    assert compiled.loss_and_backward(DEFAULT_MODULE_ID).graphs_compiled == 1
+    assert compiled.gradient_step(DEFAULT_MODULE_ID).graphs_compiled == 1
+
+
+def weighted_sum_step():
+    """A tiny step in both forms: ``(losses, gradient)`` of ``sum(w * x)`` and ``sum(w^2 * x)``."""
+    weight = torch.nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
+
+    def losses(params, x):
+        return (params["w"] * x).sum(), (params["w"] ** 2 * x).sum()
+
+    def functional(x):
+        losses_, grads = losses_and_gradients(losses, {"w": weight}, x)
+        return torch.stack(losses_), grads["w"]
+
+    def eager(x):
+        weight.grad = None
+        losses_ = losses({"w": weight}, x)
+        sum(losses_).backward()
+        return torch.stack(losses_).detach(), weight.grad
+
+    return weight, functional, eager
 
 
 def test_a_failed_compile_falls_back_to_eager_with_one_warning(caplog):
     """No C compiler (a name that does not exist, inductor's cache off): one warning, then the
     eager result, on this call and the next."""
-    weight = torch.nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
-
-    def losses(x):
-        return (weight * x).sum(), (weight ** 2 * x).sum()
-
-    step = CompiledBackward(losses, compile=True, name="test step")
+    weight, functional, eager = weighted_sum_step()
+    step = CompiledStep(functional, eager, compile_after=0, name="test step")
     x = torch.tensor([0.5, 1.5, -1.0])
     with caplog.at_level(logging.WARNING, logger=compiled_step.__name__), torch._inductor.config.patch(
             {"cpp.cxx": ("no-such-c-compiler",), "fx_graph_cache": False}):
         for _ in range(2):
-            out = step(x, zero_grad=lambda: setattr(weight, "grad", None))
-            torch.testing.assert_close(torch.stack(out), torch.stack(losses(x)).detach())
-            torch.testing.assert_close(weight.grad, x + 2 * weight.detach() * x)
+            losses, grad = step(x)
+            torch.testing.assert_close(losses, torch.stack([(weight * x).sum(), (weight ** 2 * x).sum()]).detach())
+            torch.testing.assert_close(grad, x + 2 * weight.detach() * x)
     assert not step.compiled
     warnings = [r.getMessage() for r in caplog.records if r.name == compiled_step.__name__]
     assert len(warnings) == 1 and warnings[0].startswith("Could not compile GePPO's test step")
 
 
-def test_auto_is_eager_on_cpu_and_bad_values_are_named():
-    assert resolve_compile("auto", torch.device("cpu")) is False
-    assert resolve_compile(True, torch.device("cpu")) is True
+def test_functional_gradients_match_backward_and_compile_after_the_eager_calls():
+    weight, functional, eager = weighted_sum_step()
+    x = torch.tensor([0.5, 1.5, -1.0])
+    torch.testing.assert_close(functional(x), eager(x))
+    step = CompiledStep(functional, eager, compile_after=2, name="test step")
+    for expect_compiled in (False, False, True, True):
+        assert step.compiled is expect_compiled
+        losses, grad = step(x)
+        torch.testing.assert_close(grad, x + 2 * weight.detach() * x)
+    assert step.compiled and step.compile_seconds > 0 and step.graphs_compiled == 1
+
+
+def test_auto_compiles_a_single_cpu_learner_later_and_bad_values_are_named():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_compile("auto", cpu, distributed=False) == AUTO_COMPILE_AFTER_STEPS
+    assert resolve_compile("auto", cuda, distributed=False) is None  # not measured on GPUs yet
+    assert resolve_compile(True, cpu, distributed=False) == 0
+    assert resolve_compile(True, cpu, distributed=True) is None  # DDP: the eager step's hooks
+    assert resolve_compile(False, cpu, distributed=False) is None
     with pytest.raises(ValueError, match="compile_learner"):
         GePPOConfig().environment("Pendulum-v1").training(compile_learner="yes").validate()
     with pytest.raises(ValueError, match="compile_learner"):

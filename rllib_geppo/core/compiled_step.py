@@ -1,11 +1,14 @@
-"""A minibatch's losses and their backward pass, compiled once with ``torch.compile``.
+"""A gradient step compiled once with ``torch.compile``, with an eager twin to fall back on.
 
-:class:`CompiledBackward` runs ``loss_fn(*args)`` and the backward pass of the sum of its losses
-either eagerly or through inductor (forward and backward compiled together by AOTAutograd). The
-shapes are traced as dynamic, so the store's growth during the first iterations (a larger
-minibatch each update) does not compile again; anything that changes between updates must come
-in as a tensor (the clip range does), not as a Python number, or it would recompile. Gradient
-clipping and the optimizer step stay with the caller, eager.
+:func:`losses_and_gradients` differentiates a loss with ``torch.func.grad``, a functional
+transform that ``torch.compile`` traces, so the forward pass, the loss, the backward pass and
+whatever the step does with the gradients (clip, finite check) compile into one function:
+a few large kernels instead of hundreds of small ones. :class:`CompiledStep` runs such a
+function compiled, or its eager twin (written with ``loss.backward()``, which is faster
+eagerly and works with DDP's gradient hooks), falling back to the twin for good if compiling
+fails. Shapes are traced as dynamic, so the store's growth during the first iterations (a
+larger minibatch each update) compiles nothing new; anything that changes between updates must
+come in as a tensor (the clip range does), not as a Python number, or it would recompile.
 
 Pure torch; no Ray.
 """
@@ -24,45 +27,72 @@ Tensor = torch.Tensor
 
 #: Values of the ``compile_learner`` setting.
 COMPILE_SETTINGS = ("auto", True, False)
+#: ``compile_learner="auto"`` compiles after this many eagerly run minibatch steps (10 updates
+#: of the default 10 epochs x 32 minibatches): runs shorter than that (tests, smoke runs, the
+#: first iterations of a sweep's trials) never pay for compiling.
+AUTO_COMPILE_AFTER_STEPS = 3200
 
 
-def resolve_compile(setting: bool | str, device: torch.device) -> bool:
-    """Whether a learner on ``device`` compiles its minibatch step.
+def resolve_compile(setting: bool | str, device: torch.device, *, distributed: bool) -> int | None:
+    """After how many eager minibatch steps a learner compiles its step; None: never.
 
-    True and False are taken as given. ``"auto"`` compiles nowhere yet: on CPU the compiled step
-    measured 1.3x to 1.4x faster than eager for the paper's 64x64 networks
-    (``benchmarks/learner_step.py``, 2 cores), but compiling took 50 s (5 to 9 s from inductor's
-    on-disk cache), repaid only after 55 to 460 updates, which short runs, tests and sweeps of
-    short trials never reach; on GPUs it is not measured yet.
+    True compiles from the first step and False never. ``"auto"`` compiles a single CPU learner
+    after :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled
+    step measured 2x to 3x faster than eager (``benchmarks/learner_step.py``, 2 cores), and
+    compiling took 3 to 15 s, repaid within about 10 to 60 updates. On GPUs it is not measured
+    yet, so "auto" stays eager there. With 2+ learners (DDP) the step is always eager: the
+    compiled step computes its gradients functionally, out of reach of DDP's averaging hooks.
     """
-    if setting not in COMPILE_SETTINGS:
+    if setting not in COMPILE_SETTINGS or not isinstance(setting, (bool, str)):
         raise ValueError(f"compile_learner must be one of {COMPILE_SETTINGS}, got {setting!r}.")
-    return setting is True
+    if distributed or setting is False:
+        return None
+    if setting is True:
+        return 0
+    return AUTO_COMPILE_AFTER_STEPS if device.type == "cpu" else None
 
 
-class CompiledBackward:
-    """``loss_fn``'s losses and their backward pass, compiled on the first call.
+def losses_and_gradients(loss_fn: Callable[..., Sequence[Tensor]], params: dict[str, Tensor],
+                         *args) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
+    """The losses ``loss_fn(params, *args)`` and the gradient of their sum with respect to
+    ``params`` (by name), by ``torch.func.grad``: nothing is accumulated in ``.grad``."""
+    def total(params: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, ...]]:
+        losses = tuple(loss_fn(params, *args))
+        return sum(losses), tuple(loss.detach() for loss in losses)
+
+    grads, losses = torch.func.grad(total, has_aux=True)(params)
+    return losses, grads
+
+
+class CompiledStep:
+    """``fn`` compiled on its first compiled call, with ``eager`` (same arguments, same results)
+    as its twin.
 
     Args:
-        loss_fn: returns a tuple of 0-d loss tensors; their sum is differentiated.
-        compile: False runs eagerly throughout.
+        fn: the step to compile; its gradients come from :func:`losses_and_gradients`, so it
+            runs under ``torch.no_grad``.
+        eager: the same step, run as it is (with grad mode on).
+        compile_after: how many calls run ``eager`` before the first compiled one; None: all.
         name: what the log messages call the step.
 
     If compiling fails (no C compiler, an operation inductor cannot trace, ...), at the first
-    call or at a later recompile, the step runs eagerly from then on and one warning says why
-    (an error that is not the compiler's then comes from the eager step). Attributes: ``compiled`` (whether calls go
-    through the compiled function), ``compile_seconds`` (wall time of the first compiled call,
-    compilation included; None before it) and ``graphs_compiled`` (how many graphs inductor
-    compiled; 1 unless something recompiled).
+    compiled call or at a later recompile, the step runs eagerly from then on and one warning
+    says why. Attributes: ``compiled`` (whether the next call goes through the compiled
+    function), ``compile_seconds`` (wall time of the first compiled call, compilation included;
+    None before it) and ``graphs_compiled`` (how many graphs inductor compiled; 1 unless
+    something recompiled).
     """
 
-    def __init__(self, loss_fn: Callable[..., Sequence[Tensor]], *, compile: bool, name: str = "step"):
-        self._eager = loss_fn
-        self._name = name
-        self.compiled = compile
+    def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step"):
+        self._fn, self._eager, self._name = fn, eager, name
+        self._eager_calls_left = compile_after
+        self._compiled_fn = None if compile_after is None else torch.compile(fn, backend=self._backend, dynamic=True)
         self.compile_seconds: float | None = None
         self.graphs_compiled = 0
-        self._compiled_fn = torch.compile(loss_fn, backend=self._backend, dynamic=True) if compile else None
+
+    @property
+    def compiled(self) -> bool:
+        return self._compiled_fn is not None and self._eager_calls_left == 0
 
     def _backend(self, graph: torch.fx.GraphModule, example_inputs: list) -> Callable:
         """Inductor, counting the graphs it compiles (every compile and recompile; an attempt
@@ -73,28 +103,21 @@ class CompiledBackward:
         self.graphs_compiled += 1
         return compiled
 
-    def __call__(self, *args, zero_grad: Callable[[], None]) -> tuple[Tensor, ...]:
-        """``zero_grad()``, then the losses of ``args`` and their backward pass; returns the
-        losses (with their graphs freed)."""
-        zero_grad()
+    def __call__(self, *args):
         if not self.compiled:
-            return _losses_and_backward(self._eager, args)
+            if self._eager_calls_left:
+                self._eager_calls_left -= 1
+            return self._eager(*args)
         start = time.perf_counter()
         try:
-            losses = _losses_and_backward(self._compiled_fn, args)
+            with torch.no_grad():
+                out = self._compiled_fn(*args)
         except Exception as err:  # noqa: BLE001 - a failed compile or recompile: eager from now on
             logger.warning("Could not compile GePPO's %s (%s: %s); it runs eagerly.",
                            self._name, type(err).__name__, str(err).splitlines()[0] if str(err) else "")
-            self.compiled = False
-            zero_grad()  # a failed backward pass may have left some gradients
-            return _losses_and_backward(self._eager, args)
+            self._compiled_fn = None
+            return self._eager(*args)
         if self.compile_seconds is None:
             self.compile_seconds = time.perf_counter() - start
             logger.info("Compiled GePPO's %s with torch.compile in %.1f s.", self._name, self.compile_seconds)
-        return losses
-
-
-def _losses_and_backward(loss_fn: Callable[..., Sequence[Tensor]], args: tuple) -> tuple[Tensor, ...]:
-    losses = tuple(loss_fn(*args))
-    sum(losses).backward()
-    return losses
+        return out
