@@ -1,7 +1,7 @@
 """One GePPO minibatch step inside RLlib's Learner, eager and compiled, against plain eager
 PyTorch, side by side.
 
-    python benchmarks/learner_step.py [--env Hopper-v5] [--rounds 7]
+    python benchmarks/learner_step.py [--env Hopper-v5] [--rounds 7] [--gpu]
 
 Both sides train the same networks (separate 64x64 tanh policy and value MLPs, a state-independent
 log-std) on the same minibatches of 128 from a store of 4 x 1024 samples, with the same loss
@@ -16,6 +16,9 @@ pass, a global-norm clip of 0.5 on the policy, and Adam, on one CPU thread:
 - **eager, fused Adam**: the same step written plainly in torch with the fused Adam the learner
   uses: the floor;
 - **eager, default Adam**: the same with ``torch.optim.Adam``'s defaults, as CleanRL writes it.
+
+With ``--gpu`` the GePPO learner, eager and compiled, also runs on the CUDA device (the step's
+time includes waiting for the GPU at the end of each update).
 
 Rounds alternate between the sides and the medians are printed, with each side's ratio to the
 floor and to the eager learner. On a machine shared with other work the absolute times move
@@ -50,8 +53,10 @@ def random_layout(env: gym.Env, rng: np.random.Generator) -> dict:
     return lay_out(segments)
 
 
-def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: bool = False) -> callable:
-    learner = GePPOConfig().environment(env.spec.id).training(compile_learner=compile_learner).build_learner(env=env)
+def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: bool = False,
+                             gpu: bool = False) -> callable:
+    learner = (GePPOConfig().environment(env.spec.id).training(compile_learner=compile_learner)
+               .learners(num_gpus_per_learner=int(gpu)).build_learner(env=env))
     inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={v: 1.0 for v in range(4)},
                           reward_scale=1.0, obs_mean=np.zeros(layout["obs"].shape[1]),
                           obs_std=np.ones(layout["obs"].shape[1]), minibatches_per_epoch=MINIBATCHES)
@@ -61,6 +66,8 @@ def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: boo
         """Seconds per minibatch step of one update (the first includes compiling)."""
         start = time.perf_counter()
         learner.run_epochs(DEFAULT_MODULE_ID, data, inputs)
+        if gpu:
+            torch.cuda.synchronize()
         return (time.perf_counter() - start) / (EPOCHS * MINIBATCHES)
 
     measure.step = learner.gradient_step(DEFAULT_MODULE_ID)
@@ -115,6 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--gpu", action="store_true", help="also run the GePPO learner on the CUDA device")
     args = parser.parse_args()
     torch.set_num_threads(1)
     env = gym.make(args.env)
@@ -126,6 +134,9 @@ def main() -> None:
         "eager, fused Adam": eager_seconds_per_step(obs_dim, act_dim, fused=True),
         "eager, default Adam": eager_seconds_per_step(obs_dim, act_dim, fused=False),
     }
+    if args.gpu:
+        sides["GePPO learner, GPU"] = learner_seconds_per_step(env, layout, gpu=True)
+        sides["GePPO learner, GPU, compiled"] = learner_seconds_per_step(env, layout, compile_learner=True, gpu=True)
     for measure in sides.values():  # warm-up (compiles)
         measure()
     compiled = sides["GePPO learner, compiled"].step
@@ -138,7 +149,7 @@ def main() -> None:
     print(f"{args.env}: ms per minibatch step (minibatch {STORE // MINIBATCHES}, median of "
           f"{args.rounds} rounds x {EPOCHS * MINIBATCHES} steps, 1 thread, torch {torch.__version__})")
     for name, median in medians.items():
-        print(f"  {name:24s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor   "
+        print(f"  {name:30s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor   "
               f"x{eager / median:.2f} the eager learner's speed")
     if not compiled.compiled:
         print("  the compiled learner fell back to eager (see the warning above)")

@@ -52,6 +52,10 @@ def systems(env: str) -> dict[str, Callable | None]:
             num_envs_per_env_runner=1).training(overlap_sampling=False),
         "GePPO sync, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=8).training(overlap_sampling=False),
+        "GePPO overlapped, 2 envs": lambda: GePPOConfig().environment(env).env_runners(
+            num_envs_per_env_runner=2).training(overlap_sampling=True),
+        "GePPO overlapped, 4 envs": lambda: GePPOConfig().environment(env).env_runners(
+            num_envs_per_env_runner=4).training(overlap_sampling=True),
         "GePPO overlapped, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=8).training(overlap_sampling=True),
         "PPO baseline (this project)": lambda: GePPOConfig().environment(env).training(

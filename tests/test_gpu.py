@@ -22,6 +22,7 @@ from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.core.vtrace import vtrace_gae_segments
+from rllib_geppo.learner import OPTIMIZER
 
 DEVICE = os.environ.get("GEPPO_TEST_DEVICE", "cuda")
 GPUS = 1 if DEVICE == "cuda" else 0
@@ -97,6 +98,38 @@ def test_targets_loss_and_gradients_on_cuda_equal_cpu(local_ray):
     cpu_params = dict(cpu.module[DEFAULT_MODULE_ID].named_parameters())
     for name, param in gpu.module[DEFAULT_MODULE_ID].named_parameters():
         torch.testing.assert_close(param.grad.cpu(), cpu_params[name].grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_compiled_step_on_cuda_equals_the_eager_cpu_step_and_skips_nan_on_the_device(local_ray):
+    """``compile_learner=True`` on the GPU: the same losses and weights as the eager CPU
+    learner over several steps, and a NaN step leaves weights and Adam state as they were."""
+    env = gym.make("Hopper-v5")
+    cpu = GePPOConfig().environment("Hopper-v5").training(compile_learner=False).build_learner(env=env)
+    gpu = (GePPOConfig().environment("Hopper-v5").training(compile_learner=True)
+           .learners(num_gpus_per_learner=GPUS).build_learner(env=env))
+    gpu.module[DEFAULT_MODULE_ID].load_state_dict(cpu.module[DEFAULT_MODULE_ID].state_dict())
+    data = {name: learner.prepare_update(DEFAULT_MODULE_ID, hopper_layout(), INPUTS)
+            for name, learner in (("cpu", cpu), ("gpu", gpu))}
+    for _ in range(5):
+        (cpu_losses, _), (gpu_losses, gpu_finite) = (
+            learner.minibatch_step(DEFAULT_MODULE_ID, data[name], INPUTS.clip_eps)
+            for name, learner in (("cpu", cpu), ("gpu", gpu)))
+        assert bool(gpu_finite) and gpu_losses.device.type == DEVICE
+        torch.testing.assert_close(gpu_losses.cpu(), cpu_losses, rtol=1e-4, atol=1e-5)
+    assert gpu.gradient_step(DEFAULT_MODULE_ID).compiled
+    cpu_params = dict(cpu.module[DEFAULT_MODULE_ID].named_parameters())
+    for name, param in gpu.module[DEFAULT_MODULE_ID].named_parameters():
+        torch.testing.assert_close(param.detach().cpu(), cpu_params[name].detach(), rtol=1e-4, atol=1e-5, msg=name)
+
+    params = [p.detach().clone() for p in gpu.module[DEFAULT_MODULE_ID].parameters()]
+    optimizer = gpu.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER)
+    state = [t.clone() for p in gpu.module[DEFAULT_MODULE_ID].parameters() for t in optimizer.state[p].values()]
+    data["gpu"][C.ADVANTAGES][3] = float("nan")
+    _, finite = gpu.minibatch_step(DEFAULT_MODULE_ID, data["gpu"], INPUTS.clip_eps)
+    assert not bool(finite)
+    assert all(torch.equal(p, q) for p, q in zip(gpu.module[DEFAULT_MODULE_ID].parameters(), params))
+    after = [t for p in gpu.module[DEFAULT_MODULE_ID].parameters() for t in optimizer.state[p].values()]
+    assert all(torch.equal(a, b) for a, b in zip(after, state, strict=True))
 
 
 def learner_module_state(algo: GePPO) -> dict:
