@@ -1,12 +1,13 @@
-"""EnvRunner sampling speed: RLlib's connector pipelines against GePPO's lean ones, side by side.
+"""EnvRunner sampling speed: RLlib's EnvRunner against GePPO's, side by side.
 
     python benchmarks/env_runner.py [--env Hopper-v5] [--steps 4096] [--rounds 4]
 
-Two EnvRunners of the same GePPO config in this process (no Ray actors, no learning): one with
-the pipelines GePPO builds (RLlib's default pieces fused into one step, see
-``rllib_geppo/env_runner_pipelines.py``) and its module's plain ``forward_exploration``; the
-other with the pipelines RLlib's own config builds and TorchRLModule's ``forward_exploration``
-(the eval()/train() walk around every call). Rounds alternate between the two; prints env steps/s
+Two EnvRunners of the same GePPO config in this process (no Ray actors, no learning): GePPO's
+(``GePPOEnvRunner``: RLlib's default pieces fused into one step, see
+``rllib_geppo/env_runner_pipelines.py``, env step metrics tallied per call, and the module's
+plain ``forward_exploration``); and RLlib's ``SingleAgentEnvRunner`` with the pipelines RLlib's
+own config builds and TorchRLModule's ``forward_exploration`` (the eval()/train() walk around
+every call). Rounds alternate between the two; prints env steps/s
 of every round and the ratio of the medians.
 """
 
@@ -21,6 +22,7 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig
+from rllib_geppo.env_runner import GePPOEnvRunner
 from rllib_geppo.rl_module import GePPOTorchRLModule
 
 
@@ -38,16 +40,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4096, help="env steps per round")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    config = GePPOConfig().environment(args.env).env_runners(num_env_runners=0)
-    runners = {"GePPO's pipelines": SingleAgentEnvRunner(config=config),
-               "RLlib's pipelines": SingleAgentEnvRunner(config=config)}
-    rllib_pipelines(runners["RLlib's pipelines"], config)
+    config = GePPOConfig().environment(args.env).env_runners(num_env_runners=0).debugging(seed=0)
+    runners = {"GePPO's EnvRunner": GePPOEnvRunner(config=config),
+               "RLlib's EnvRunner": SingleAgentEnvRunner(config=config)}
+    rllib_pipelines(runners["RLlib's EnvRunner"], config)
     lean_forward = GePPOTorchRLModule.forward_exploration
     rates: dict[str, list[float]] = {name: [] for name in runners}
     for round_ in range(args.rounds + 1):  # round 0 warms up
         for name, runner in runners.items():
             GePPOTorchRLModule.forward_exploration = (
-                lean_forward if name == "GePPO's pipelines" else TorchRLModule.forward_exploration)
+                lean_forward if name == "GePPO's EnvRunner" else TorchRLModule.forward_exploration)
             start = time.perf_counter()
             runner.sample(num_timesteps=args.steps)
             if round_:
@@ -57,7 +59,7 @@ def main() -> None:
     for name, values in rates.items():
         print(f"  {name:20s} {statistics.median(values):8,.0f}   rounds: "
               + ", ".join(f"{v:,.0f}" for v in values))
-    ratio = statistics.median(rates["GePPO's pipelines"]) / statistics.median(rates["RLlib's pipelines"])
+    ratio = statistics.median(rates["GePPO's EnvRunner"]) / statistics.median(rates["RLlib's EnvRunner"])
     print(f"  ratio                {ratio:8.2f}x")
 
 

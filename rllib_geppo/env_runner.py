@@ -12,15 +12,27 @@ i))``, its actions come from a generator seeded with ``spawn_key=(role, r)``, wh
 the EnvRunners that sample (the driver's when there are none, else remote ones from 0) and
 ``role`` separates training from evaluation. Seeds of different trials are then independent
 draws, and sampling in the driver gives the same samples as on one remote EnvRunner.
+
+It also tallies RLlib's per-step env metrics (the env step timer and the Prometheus count of
+env steps) once per ``sample()`` call instead of on every env step, where they cost 8% of a
+Hopper step with one env (:meth:`GePPOEnvRunner._try_env_step`).
 """
 
 from __future__ import annotations
 
+import logging
+import time
+
 import numpy as np
 import torch
+from ray.rllib.env.env_errors import StepFailedRecreateEnvError
+from ray.rllib.env.env_runner import ENV_STEP_FAILURE, NUM_ENV_STEP_FAILURES_LIFETIME
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.metrics import ENV_STEP_TIMER
 
-from rllib_geppo.env_runner_pipelines import FusedModuleToEnvPipeline
+from rllib_geppo.env_runner_pipelines import LEAN_PIPELINES, FusedModuleToEnvPipeline
+
+logger = logging.getLogger(__name__)
 
 
 def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = False) -> tuple[list[int], int]:
@@ -45,6 +57,8 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
 
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
+        self._env_steps_untallied = 0  # env.step() calls since the last tally
+        self._env_step_seconds = 0.0  # and the seconds they took
         if self.config.seed is None or self.env is None:
             return
         sampler = max(0, (self.worker_index or 0) - 1)
@@ -54,3 +68,49 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         torch.manual_seed(action_seed)
         if isinstance(self._module_to_env, FusedModuleToEnvPipeline):
             self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
+
+    def sample(self, **kwargs):
+        try:
+            return super().sample(**kwargs)
+        finally:
+            self._tally_env_steps()
+
+    def _try_env_step(self, actions):
+        """RLlib's env step, with its metrics tallied per ``sample()`` call (see the module doc).
+
+        RLlib times every step into its ``MetricsLogger`` and increments a Prometheus counter;
+        here a step adds to two numbers, and :meth:`_tally_env_steps` logs the mean step time
+        and the count once per call. A failing step is handled as RLlib handles it. Under an
+        untested Ray (``LEAN_PIPELINES`` false) RLlib's own method runs.
+        """
+        if not LEAN_PIPELINES:
+            return super()._try_env_step(actions)
+        start = time.perf_counter()
+        try:
+            results = self.env.step(actions)
+        except Exception as error:  # noqa: BLE001 - any env error, as RLlib catches it
+            return self._env_step_failed(error)
+        self._env_step_seconds += time.perf_counter() - start
+        self._env_steps_untallied += 1
+        return results
+
+    def _tally_env_steps(self) -> None:
+        if self._env_steps_untallied:
+            self.metrics.log_value(ENV_STEP_TIMER, self._env_step_seconds / self._env_steps_untallied,
+                                   reduce="ema")
+            self._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=self._env_steps_untallied)
+        self._env_steps_untallied, self._env_step_seconds = 0, 0.0
+
+    def _env_step_failed(self, error: Exception):
+        """RLlib's handling of a failed env step: with ``restart_failed_sub_environments``
+        recreate the env and tell the sampling loop to reset; otherwise raise."""
+        self.metrics.log_value(NUM_ENV_STEP_FAILURES_LIFETIME, 1, reduce="lifetime_sum")
+        if not self.config.restart_failed_sub_environments:
+            raise RuntimeError(
+                f"GePPO's EnvRunner: env.step() failed with {type(error).__name__}: {error}. "
+                "Fix the environment, or set config.fault_tolerance("
+                "restart_failed_sub_environments=True) to recreate the env and go on.") from error
+        if not isinstance(error, StepFailedRecreateEnvError):
+            logger.exception("env.step() failed; recreating the env and resetting its episodes.")
+        self.make_env()
+        return ENV_STEP_FAILURE

@@ -25,6 +25,7 @@ from rllib_geppo import GePPO, GePPOConfig, result_schema
 from rllib_geppo.algorithm import NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
+from rllib_geppo.env_runner import GePPOEnvRunner
 from rllib_geppo.tools.cli import main
 
 # The environments below are defined here: ship them to Ray's workers by value.
@@ -210,6 +211,46 @@ def test_a_crashing_env_runner_is_replaced_and_the_store_is_kept(tmp_path):
         assert len(updates) >= 4 and all(x["sample_lag"] <= 1 and math.isfinite(x["tv"]) for x in updates)
     finally:
         algo.stop()
+
+
+def test_a_failed_env_step_recreates_the_env_or_names_the_fix(tmp_path):
+    """GePPO's EnvRunner handles a failing env.step() as RLlib's does: with
+    restart_failed_sub_environments it recreates the env, counts the failure and samples the
+    full count afresh; without, the error names the setting."""
+    def runner(marker: str, restart: bool) -> GePPOEnvRunner:
+        crash = config("crash", at=30).environment(env_config={"kind": "crash", "at": 30,
+                                                                "marker": str(tmp_path / marker)})
+        return GePPOEnvRunner(config=crash.fault_tolerance(restart_failed_sub_environments=restart))
+
+    restarting = runner("a", restart=True)
+    episodes = restarting.sample(num_timesteps=100)
+    assert (tmp_path / "a").exists() and sum(map(len, episodes)) == 100
+    assert restarting.get_metrics()["num_env_step_failures"] == 1
+    with pytest.raises(RuntimeError, match=r"restart_failed_sub_environments=True") as error:
+        runner("b", restart=False).sample(num_timesteps=100)
+    assert "the simulator crashed" in str(error.value)
+
+
+def test_env_step_metrics_are_tallied_once_per_sample_call():
+    """The EnvRunner counts every env.step() call (autoreset steps included) into RLlib's
+    Prometheus counter and its step timer, in one tally per sample() call."""
+    runner = GePPOEnvRunner(config=config("none", at=0))
+    tallies, calls = [], []
+
+    class Counter:
+        info = {"name": "num_try_env_step"}
+
+        def inc(self, value):
+            tallies.append(value)
+
+    runner._metrics_num_try_env_step = Counter()
+    step = runner.env.step
+    runner.env.step = lambda actions: (calls.append(1), step(actions))[1]
+    for n in (150, 100):  # Pendulum truncates after 200 steps: the second call autoresets once
+        runner.sample(num_timesteps=n)
+    assert tallies == [150, 101] and len(calls) == 251
+    seconds = runner.get_metrics()["env_step_timer"]
+    assert 0 < seconds < 1
 
 
 @pytest.mark.parametrize(("setting", "value", "message"), [
