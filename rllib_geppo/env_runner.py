@@ -48,9 +48,10 @@ def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = 
 
 
 class GePPOEnvRunner(SingleAgentEnvRunner):
-    """A ``SingleAgentEnvRunner`` seeded by :func:`sampler_seeds` (see the module doc).
+    """A ``SingleAgentEnvRunner`` seeded by :func:`sampler_seeds`, with env step metrics tallied
+    per ``sample()`` call (see the module doc).
 
-    Without ``config.seed`` it is RLlib's EnvRunner unchanged. The own action RNG needs GePPO's
+    Without ``config.seed`` it seeds as RLlib's EnvRunner does. The own action RNG needs GePPO's
     fused module-to-env pipeline (RLlib's default pieces); with a user's module-to-env
     connectors, actions come from the global torch RNG, seeded from the action seed.
     """
@@ -70,6 +71,7 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
             self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
 
     def sample(self, **kwargs):
+        """RLlib's ``sample()``, then one tally of its env steps (also after a failure)."""
         try:
             return super().sample(**kwargs)
         finally:

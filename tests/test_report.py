@@ -169,6 +169,18 @@ def test_tune_error_status_marks_a_trial_crashed(results: Path, tmp_path: Path):
     assert "seed 6: crashed (Tune status ERROR)" in (tmp_path / "out" / "table.md").read_text()
 
 
+def test_copied_folders_of_a_run_file_are_labelled_by_the_config_in_their_results(tmp_path: Path):
+    """`rllib train file` names trial folders after their experiments ("geppo-hopper_..."), and
+    copied folders have no Tune record: the variant comes from the config in result.json."""
+    root = tmp_path / "copied"
+    for name, config in (("geppo-hopper", GEPPO), ("ppo-hopper", PPO)):
+        trial = write_trial(root, name, "Hopper-v5", 0, {}, PPO_STEPS, linear(0.1, 0, PPO_STEPS), 500)
+        lines = [json.loads(line) | {"config": {"lr": 3e-4, **config}}
+                 for line in (trial / "result.json").read_text().splitlines()]
+        (trial / "result.json").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    assert sorted(report.load_trial(t).variant for t in root.iterdir()) == ["GePPO", "PPO"]
+
+
 def test_explicit_budget_reads_final_there_and_keeps_trials_that_reach_it(results: Path,
                                                                           tmp_path: Path):
     # Stopped at 6000 env steps on the seeds' mean line: counted at a 6000-step budget.

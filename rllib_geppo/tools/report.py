@@ -227,6 +227,12 @@ def _read_params(trial_dir: Path) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
+def _algorithm(config: Mapping[str, Any]) -> str | None:
+    """"GePPO" for a config holding GePPO's own settings: a copied folder has no Tune record,
+    and ``rllib train file`` names trial folders after their experiment, not the algorithm."""
+    return "GePPO" if "sample_reuse" in config else None
+
+
 def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "variant") -> Trial:
     """Read one trial folder; problems are recorded on the trial rather than raised.
 
@@ -240,9 +246,12 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     results = read_results(trial_dir)
     run = Run(_series(results, STEPS_KEY), _series(results, return_key), _series(results, TIME_KEY))
     lag = _optional_series(results, SAMPLE_LAG_KEY)
+    # params.json holds only the settings a run file set; the results carry the whole config.
+    logged = results[0].get("config") if results else None
+    config = {**logged, **params} if isinstance(logged, dict) else params
     variant = (name_parts[0] if group_by == "experiment"
-               else variant_name(record.get("trainable_name") or name_parts[0], params,
-                                 overlapped=lag is not None and bool(np.nanmax(lag) > 0)))
+               else variant_name(record.get("trainable_name") or _algorithm(config) or name_parts[0],
+                                 config, overlapped=lag is not None and bool(np.nanmax(lag) > 0)))
     return Trial(
         path=trial_dir,
         env=str(params.get("env") or name_parts[1]),
