@@ -108,6 +108,8 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         recreate the env and tell the sampling loop to reset; otherwise raise."""
         self.metrics.log_value(NUM_ENV_STEP_FAILURES_LIFETIME, 1, reduce="lifetime_sum")
         if not self.config.restart_failed_sub_environments:
+            # Logged here too: Tune reports a failed trial by its error file, not the message.
+            logger.exception("env.step() failed and restart_failed_sub_environments is off.")
             raise RuntimeError(
                 f"GePPO's EnvRunner: env.step() failed with {type(error).__name__}: {error}. "
                 "Fix the environment, or set config.fault_tolerance("
