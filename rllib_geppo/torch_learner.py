@@ -58,7 +58,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             cpus = self.config.num_cpus_per_learner
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
         distributed = self.config.num_learners > 1
-        self._compile_after = resolve_compile(self.config.compile_learner, self.device, distributed=distributed)
+        self._compile_after = resolve_compile(self.config.compile_learner, distributed=distributed)
         if self.config.compile_learner is True and distributed:
             logger.warning("compile_learner=True: with %d learners (DDP) GePPO's gradient step runs "
                            "eagerly; it compiles for a single learner only.", self.config.num_learners)

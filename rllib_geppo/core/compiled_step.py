@@ -33,15 +33,16 @@ COMPILE_SETTINGS = ("auto", True, False)
 AUTO_COMPILE_AFTER_STEPS = 3200
 
 
-def resolve_compile(setting: bool | str, device: torch.device, *, distributed: bool) -> int | None:
+def resolve_compile(setting: bool | str, *, distributed: bool) -> int | None:
     """After how many eager minibatch steps a learner compiles its step; None: never.
 
-    True compiles from the first step and False never. ``"auto"`` compiles a single CPU learner
+    True compiles from the first step and False never. ``"auto"`` compiles a single learner
     after :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled
-    step measured 2x to 3x faster than eager (``benchmarks/learner_step.py``, 2 cores), and
-    compiling took 3 to 15 s, repaid within about 10 to 60 updates. On GPUs it is not measured
-    yet, so "auto" stays eager there. With 2+ learners (DDP) the step is always eager: the
-    compiled step computes its gradients functionally, out of reach of DDP's averaging hooks.
+    step measured 2x to 3x faster than eager on CPU (``benchmarks/learner_step.py``, 2 cores;
+    compiling took 3 to 15 s, repaid within about 10 to 60 updates) and 3.1x on an H100, where
+    an eager step is bound by kernel-launch latency. With 2+ learners (DDP) the step is always
+    eager: the compiled step computes its gradients functionally, out of reach of DDP's
+    averaging hooks.
     """
     if setting not in COMPILE_SETTINGS or not isinstance(setting, (bool, str)):
         raise ValueError(f"compile_learner must be one of {COMPILE_SETTINGS}, got {setting!r}.")
@@ -49,7 +50,7 @@ def resolve_compile(setting: bool | str, device: torch.device, *, distributed: b
         return None
     if setting is True:
         return 0
-    return AUTO_COMPILE_AFTER_STEPS if device.type == "cpu" else None
+    return AUTO_COMPILE_AFTER_STEPS
 
 
 def losses_and_gradients(loss_fn: Callable[..., Sequence[Tensor]], params: dict[str, Tensor],
