@@ -139,7 +139,6 @@ def main() -> None:
         sides["GePPO learner, GPU, compiled"] = learner_seconds_per_step(env, layout, compile_learner=True, gpu=True)
     for measure in sides.values():  # warm-up (compiles)
         measure()
-    compiled = sides["GePPO learner, compiled"].step
     times = {name: [] for name in sides}
     for _ in range(args.rounds):
         for name, measure in sides.items():
@@ -151,14 +150,19 @@ def main() -> None:
     for name, median in medians.items():
         print(f"  {name:30s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor   "
               f"x{eager / median:.2f} the eager learner's speed")
-    if not compiled.compiled:
-        print("  the compiled learner fell back to eager (see the warning above)")
-        return
-    saved = (eager - medians["GePPO learner, compiled"]) * EPOCHS * MINIBATCHES
-    repaid = f"{compiled.compile_seconds / saved:.0f} updates" if saved > 0 else "never"
-    print(f"  compiling took {compiled.compile_seconds:.1f} s ({compiled.graphs_compiled} graph); it saves "
-          f"{saved:.3f} s per update of {EPOCHS * MINIBATCHES} steps, repaid after {repaid}")
+    for name in [name for name in sides if name.endswith("compiled")]:
+        print_compile_cost(name, sides[name].step, saved=(medians[name.removesuffix(", compiled")]
+                                                          - medians[name]) * EPOCHS * MINIBATCHES)
 
+
+def print_compile_cost(name: str, step, *, saved: float) -> None:
+    """How long ``step`` took to compile and after how many updates that is repaid."""
+    if not step.compiled:
+        print(f"  {name}: fell back to eager (see the warning above)")
+        return
+    repaid = f"{step.compile_seconds / saved:.0f} updates" if saved > 0 else "never"
+    print(f"  {name}: compiling took {step.compile_seconds:.1f} s ({step.graphs_compiled} graph); it "
+          f"saves {saved:.3f} s per update of {EPOCHS * MINIBATCHES} steps, repaid after {repaid}")
 
 if __name__ == "__main__":
     main()
