@@ -38,6 +38,7 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
+from rllib_geppo.core.compiled_step import CompiledStep
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.core.update_inputs import UpdateInputs
 
@@ -134,9 +135,11 @@ def main() -> None:
         "eager, fused Adam": eager_seconds_per_step(obs_dim, act_dim, fused=True),
         "eager, default Adam": eager_seconds_per_step(obs_dim, act_dim, fused=False),
     }
+    eager_twin = {"GePPO learner, compiled": "GePPO learner"}  # compiled side -> its eager side
     if args.gpu:
         sides["GePPO learner, GPU"] = learner_seconds_per_step(env, layout, gpu=True)
         sides["GePPO learner, GPU, compiled"] = learner_seconds_per_step(env, layout, compile_learner=True, gpu=True)
+        eager_twin["GePPO learner, GPU, compiled"] = "GePPO learner, GPU"
     for measure in sides.values():  # warm-up (compiles)
         measure()
     times = {name: [] for name in sides}
@@ -150,12 +153,12 @@ def main() -> None:
     for name, median in medians.items():
         print(f"  {name:30s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor   "
               f"x{eager / median:.2f} the eager learner's speed")
-    for name in [name for name in sides if name.endswith("compiled")]:
-        print_compile_cost(name, sides[name].step, saved=(medians[name.removesuffix(", compiled")]
-                                                          - medians[name]) * EPOCHS * MINIBATCHES)
+    for name, eager_name in eager_twin.items():
+        saved = (medians[eager_name] - medians[name]) * EPOCHS * MINIBATCHES
+        print_compile_cost(name, sides[name].step, saved=saved)
 
 
-def print_compile_cost(name: str, step, *, saved: float) -> None:
+def print_compile_cost(name: str, step: CompiledStep, *, saved: float) -> None:
     """How long ``step`` took to compile and after how many updates that is repaid."""
     if not step.compiled:
         print(f"  {name}: fell back to eager (see the warning above)")
@@ -163,6 +166,7 @@ def print_compile_cost(name: str, step, *, saved: float) -> None:
     repaid = f"{step.compile_seconds / saved:.0f} updates" if saved > 0 else "never"
     print(f"  {name}: compiling took {step.compile_seconds:.1f} s ({step.graphs_compiled} graph); it "
           f"saves {saved:.3f} s per update of {EPOCHS * MINIBATCHES} steps, repaid after {repaid}")
+
 
 if __name__ == "__main__":
     main()
