@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 from pathlib import Path
 
 import matplotlib.image
@@ -281,6 +282,28 @@ def test_torn_last_line_and_restored_iterations(tmp_path: Path):
         handle.write("\n".join(rerun) + '\n{"num_env_steps_sampled_lif')
     results = report.read_results(trial)
     assert [report.lookup(r, report.RETURN_KEY) for r in results] == [1, 20, 30, 40]
+
+
+def test_evaluation_returns_carried_into_the_next_iteration_are_not_new_points(tmp_path: Path):
+    key = report.EVALUATION_PREFIX + report.RETURN_KEY
+    trial = write_trial(tmp_path, "GePPO", "Hopper-v5", 0, GEPPO, [1000, 2000, 3000, 4000, 5000],
+                        [1, 2, 3, 3, 5], 500)
+    lines = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
+    # RLlib's pattern with evaluation_interval=2: a result, its copy one iteration later, NaN.
+    for line, value in zip(lines, [math.nan, 7.0, 7.0, math.nan, 9.0]):
+        line["evaluation"] = _nest({report.RETURN_KEY: value})
+    (trial / "result.json").write_text("\n".join(map(json.dumps, lines)) + "\n")
+
+    evaluation = report.load_trial(trial, return_key=key).run.returns
+    training = report.load_trial(trial).run.returns
+    np.testing.assert_array_equal(evaluation, [math.nan, 7, math.nan, math.nan, 9])
+    np.testing.assert_array_equal(training, [1, 2, 3, 3, 5])  # training returns are read as is
+
+    out = tmp_path / "out"
+    assert run_cli(tmp_path, "--return-key", key, "--out", out) == 0
+    assert "return of the evaluation episodes" in (out / "table.md").read_text()
+    row = read_rows(out)[("Hopper-v5", "GePPO")]
+    assert as_float(row, "avg") == pytest.approx(8.0)  # the line from (2000, 7) to (5000, 9)
 
 
 # ----------------------------------------------------------------------------- figures

@@ -37,6 +37,7 @@ import numpy as np
 from rllib_geppo.tools import report_paper
 from rllib_geppo.tools import report_stats as stats
 from rllib_geppo.tools.result_keys import (
+    EVALUATION_PREFIX,
     OLD_STACK_PREFIX,
     RETURN_KEY,
     SAMPLE_LAG_KEY,
@@ -189,6 +190,17 @@ def _series(results: Sequence[Mapping[str, Any]], key: str) -> Array:
     return np.array([lookup(r, key) for r in results], dtype=float)
 
 
+def _fresh(values: Array) -> Array:
+    """``values`` with every bit-for-bit repeat of the previous iteration's value set to NaN.
+
+    RLlib reports an evaluation's results once more in the iteration after it; that copy is
+    no new measurement, and two evaluations never return the same float.
+    """
+    fresh = values.copy()
+    fresh[1:][values[1:] == values[:-1]] = np.nan
+    return fresh
+
+
 def _optional_series(results: Sequence[Mapping[str, Any]], *keys: str) -> Array | None:
     """The series of the first of ``keys`` that the trial reported, or None."""
     for key in keys:
@@ -244,7 +256,10 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     name_parts = trial_dir.name.split("_") + ["?"]
     params = _read_params(trial_dir)
     results = read_results(trial_dir)
-    run = Run(_series(results, STEPS_KEY), _series(results, return_key), _series(results, TIME_KEY))
+    returns = _series(results, return_key)
+    if return_key.startswith(EVALUATION_PREFIX):
+        returns = _fresh(returns)
+    run = Run(_series(results, STEPS_KEY), returns, _series(results, TIME_KEY))
     lag = _optional_series(results, SAMPLE_LAG_KEY)
     # params.json holds only the settings a run file set; the results carry the whole config.
     logged = results[0].get("config") if results else None
@@ -486,6 +501,15 @@ def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
     return lines
 
 
+def _return_description(return_key: str) -> str:
+    if return_key == RETURN_KEY:
+        return " (mean undiscounted return of the training episodes completed in each iteration)"
+    if return_key == EVALUATION_PREFIX + RETURN_KEY:
+        return (" (mean undiscounted return of the evaluation episodes, run with the policy of "
+                "the iteration every `evaluation_interval` iterations)")
+    return ""
+
+
 def render_markdown(report: Report) -> str:
     """``table.md``: Table 1 per environment and variant, then the excluded trials; with paper
     rows, the comparison with the paper's Table 1 comes first."""
@@ -495,8 +519,8 @@ def render_markdown(report: Report) -> str:
         lines += ["## Against the paper's Table 1", "", *render_paper_markdown(report.paper_rows),
                   "", "## All rows", ""]
     lines += [
-        f"Return: `{report.return_key}` (mean undiscounted return of the training episodes "
-        "completed in each iteration). Curves are aligned on env steps; *avg* is the mean of the "
+        f"Return: `{report.return_key}`{_return_description(report.return_key)}. "
+        "Curves are aligned on env steps; *avg* is the mean of the "
         "curve over training, *final* its value at the budget; ± is the standard error over "
         "seeds. "
         f"Improvements are relative to {base}; *steps to {base} final* is where the mean curve "
@@ -598,7 +622,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              "needs the default baseline PPO (use with --budget 1e6)")
     parser.add_argument("--return-key", default=RETURN_KEY,
                         help="'/'-separated result key of the return curve "
-                             f"(default: {RETURN_KEY})")
+                             f"(default: {RETURN_KEY}; {EVALUATION_PREFIX}{RETURN_KEY} "
+                             "reads the evaluation EnvRunners' returns)")
 
 
 def run_report(args: argparse.Namespace) -> int:
