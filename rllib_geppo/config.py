@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from typing import Sequence
 
@@ -17,6 +18,8 @@ from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
 from rllib_geppo.core.gradients import CLIP_SCOPES
 from rllib_geppo.core.gradients import CLIP_BY
 from rllib_geppo.env_runner_pipelines import lean
+
+logger = logging.getLogger(__name__)
 
 #: What to do with an episode chunk holding a NaN or infinite reward or observation.
 NONFINITE_DATA = ("error", "drop")
@@ -56,6 +59,12 @@ UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
     "_learner_connector": (None, _NO_LEARNER_CONNECTOR),
     "add_default_connectors_to_learner_pipeline": (True, _NO_LEARNER_CONNECTOR),
 }
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """Log ``message`` once per process: RLlib validates copies of a config again and again."""
+    logger.warning(message)
 
 
 def _same(value, default) -> bool:
@@ -337,10 +346,25 @@ class GePPOConfig(PPOConfig):
                 super().validate()
             finally:
                 self.minibatch_size = None
+        self._warn_on_episode_evaluation_over_envs()
         if self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output:
             from rllib_geppo.env_runner import GePPOEnvRunner
 
             self.env_runner_cls = GePPOEnvRunner  # RLlib's, with independent seeds (its module doc)
+
+    def _warn_on_episode_evaluation_over_envs(self) -> None:
+        """RLlib ends an evaluation of N episodes when the first N end across its envs, which keeps
+        the shortest where episodes can end early (a Hopper that falls): a biased return."""
+        by_episodes = self.evaluation_interval and self.evaluation_duration_unit == "episodes"
+        if not by_episodes or self.in_evaluation:
+            return
+        num_envs = (self.evaluation_config or {}).get("num_envs_per_env_runner",
+                                                      self.num_envs_per_env_runner)
+        if num_envs > 1:
+            _warn_once(
+                f"Evaluation by episodes on {num_envs} envs per EnvRunner keeps the episodes that "
+                "end first, the shortest where episodes can end early, so its return is biased. "
+                "Fix: .evaluation(evaluation_config={'num_envs_per_env_runner': 1}).")
 
     def _validate_geppo_settings(self) -> None:
         def require(ok: bool, setting: str, allowed: str) -> None:

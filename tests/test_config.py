@@ -17,6 +17,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig, env_runner_pipelines
+from rllib_geppo import config as config_module
 from rllib_geppo.config import UNUSED_SETTINGS
 
 RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
@@ -72,6 +73,27 @@ def test_defaults_and_settings_left_at_them_validate():
     old_stack(config).validate()
     pendulum(sample_reuse=False, adaptive_lr=False, entropy_coeff=0.01).validate()
     assert pendulum().entropy_coeff == 0.0 and pendulum().vf_clip_param == math.inf
+
+
+def test_evaluation_by_episodes_on_several_envs_warns_once(caplog):
+    def evaluated(num_envs: int, **overrides) -> GePPOConfig:
+        return (pendulum().env_runners(num_envs_per_env_runner=num_envs)
+                .evaluation(evaluation_interval=1, evaluation_duration_unit="episodes",
+                            evaluation_config=overrides or None))
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == config_module.__name__]
+
+    config_module._warn_once.cache_clear()
+    with caplog.at_level(logging.WARNING, logger=config_module.__name__):
+        evaluated(1).validate()
+        evaluated(4, num_envs_per_env_runner=1).validate()
+        assert not warnings()
+        evaluated(4).validate()
+        evaluated(4).validate()
+    assert [w[:64] for w in warnings()] == [
+        "Evaluation by episodes on 4 envs per EnvRunner keeps the episode"]
+    assert "evaluation_config={'num_envs_per_env_runner': 1}" in warnings()[0]
 
 
 @pytest.mark.parametrize("value", [-0.01, math.nan, [[0, 0.01], [1000, 0.0]], "0.01"])
