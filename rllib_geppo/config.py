@@ -355,11 +355,10 @@ class GePPOConfig(PPOConfig):
     def _warn_on_episode_evaluation_over_envs(self) -> None:
         """RLlib ends an evaluation of N episodes when the first N end across its envs, which keeps
         the shortest where episodes can end early (a Hopper that falls): a biased return."""
-        by_episodes = self.evaluation_interval and self.evaluation_duration_unit == "episodes"
-        if not by_episodes or self.in_evaluation:
+        if not self.evaluation_interval or self.evaluation_duration_unit != "episodes":
             return
-        num_envs = (self.evaluation_config or {}).get("num_envs_per_env_runner",
-                                                      self.num_envs_per_env_runner)
+        evaluation = self.get_evaluation_config_object()  # None for an evaluation config itself
+        num_envs = evaluation.num_envs_per_env_runner if evaluation is not None else 1
         if num_envs > 1:
             _warn_once(
                 f"Evaluation by episodes on {num_envs} envs per EnvRunner keeps the episodes that "

@@ -38,6 +38,7 @@ from rllib_geppo.tools import report_paper
 from rllib_geppo.tools import report_stats as stats
 from rllib_geppo.tools.result_keys import (
     EVALUATION_PREFIX,
+    EVALUATION_RETURN_KEY,
     OLD_STACK_PREFIX,
     RETURN_KEY,
     SAMPLE_LAG_KEY,
@@ -504,7 +505,7 @@ def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
 def _return_description(return_key: str) -> str:
     if return_key == RETURN_KEY:
         return " (mean undiscounted return of the training episodes completed in each iteration)"
-    if return_key == EVALUATION_PREFIX + RETURN_KEY:
+    if return_key == EVALUATION_RETURN_KEY:
         return (" (mean undiscounted return of the evaluation episodes, run with the policy of "
                 "the iteration every `evaluation_interval` iterations)")
     return ""
@@ -622,7 +623,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              "needs the default baseline PPO (use with --budget 1e6)")
     parser.add_argument("--return-key", default=RETURN_KEY,
                         help="'/'-separated result key of the return curve "
-                             f"(default: {RETURN_KEY}; {EVALUATION_PREFIX}{RETURN_KEY} "
+                             f"(default: {RETURN_KEY}; {EVALUATION_RETURN_KEY} "
                              "reads the evaluation EnvRunners' returns)")
 
 

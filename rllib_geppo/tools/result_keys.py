@@ -8,9 +8,10 @@ from typing import Any, Mapping
 #: curve (RLlib's windowed mean is cleared at every reduce, so the 100-episode window only caps
 #: one iteration's episodes). With 2+ EnvRunners, the mean of the runners' means.
 RETURN_KEY = "env_runners/episode_return_mean"
-#: Results of the evaluation EnvRunners (``evaluation_interval``): the current policy's return,
-#: ``EVALUATION_PREFIX + RETURN_KEY``, without the training return's lag behind the policy.
+#: Results of the evaluation EnvRunners (``evaluation_interval``) are under this prefix.
 EVALUATION_PREFIX = "evaluation/"
+#: The evaluation episodes' mean return: the current policy's, without the training return's lag.
+EVALUATION_RETURN_KEY = EVALUATION_PREFIX + RETURN_KEY
 STEPS_KEY = "num_env_steps_sampled_lifetime"
 ITERATION_KEY = "training_iteration"
 TIME_KEY = "time_total_s"  # training time: sum of time_this_iter_s, without Tune's set-up
