@@ -31,6 +31,7 @@ from rllib_geppo.tools.report_stats import (
     band,
     common_budget,
     compare_at_time,
+    difference_in_se,
     first_crossing,
     improvement_pct,
     step_grid,
@@ -120,6 +121,9 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
     # (500/s) is at 5000 steps: R = 1000 and 1200 -> 1100 +- 100; PPO's R at 10 s is its final.
     expected_geppo = {"seeds": 2, "budget": 10000, "avg": 1300, "avg_se": 100, "final": 2100,
                       "final_se": 100, "avg_vs_baseline_pct": 100, "final_vs_baseline_pct": 100,
+                      # differences in standard errors of the difference: 650 / 111.8, 1050 / 111.8
+                      "avg_vs_baseline_se": 650 / math.hypot(100, 50),
+                      "final_vs_baseline_se": 1050 / math.hypot(100, 50),
                       "steps_to_baseline_final": 4750, "env_steps_per_s": 500,
                       "time_to_baseline_final_s": 9.5, "return_at_time": 1100,
                       "return_at_time_se": 100, "time_budget_s": 10}
@@ -131,7 +135,8 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
             assert as_float(row, key) == pytest.approx(value), key
     assert ppo["avg_vs_baseline_pct"] == ppo["final_vs_baseline_pct"] == ""
     table = (out / "table.md").read_text()
-    assert ("| Hopper-v5 | 0.01 | GePPO | 2 | 1,300 ± 100 | +100.0% | 2,100 ± 100 | +100.0% "
+    assert ("| Hopper-v5 | 0.01 | GePPO | 2 | 1,300 ± 100 | +100.0% (+5.81 s.e.) | 2,100 ± 100 "
+            "| +100.0% (+9.39 s.e.) "
             "| 0.00475 | 10 s | 500 | 1,100 ± 100 | 10 s |") in table
     assert ("| Hopper-v5 | 0.01 | PPO | 2 | 650 ± 50 | — | 1,050 ± 50 | — | 0.01 | 10 s "
             "| 1,000 | 1,050 ± 50 | 10 s |") in table
@@ -388,6 +393,15 @@ def test_improvement_is_positive_for_higher_negative_returns():
     assert np.isnan(improvement_pct(1.0, 0.0))
 
 
+def test_difference_in_standard_errors_of_the_difference():
+    # (130 - 100) / sqrt(30^2 + 40^2) = 30 / 50; lower is negative
+    assert difference_in_se((130.0, 30.0), (100.0, 40.0)) == pytest.approx(0.6)
+    assert difference_in_se((70.0, 30.0), (100.0, 40.0)) == pytest.approx(-0.6)
+    # one seed has no standard error; equal constant curves have none to divide by
+    assert np.isnan(difference_in_se((130.0, math.nan), (100.0, 40.0)))
+    assert np.isnan(difference_in_se((100.0, 0.0), (100.0, 0.0)))
+
+
 def test_band_standard_error():
     b = band(np.array([[1.0, 2.0], [3.0, 6.0]]))
     assert b.mean.tolist() == [2.0, 4.0]
@@ -556,6 +570,7 @@ def test_paper_variants(variant: str, paper_avg: float | None):
     nan = float("nan")
     row = Row(env="Ant-v5", variant=variant, seeds=5, excluded=0, budget=1e6, avg=700, avg_se=nan,
               final=1500, final_se=nan, avg_vs_baseline_pct=nan, final_vs_baseline_pct=nan,
+              avg_vs_baseline_se=nan, final_vs_baseline_se=nan,
               steps_to_baseline_final=nan, env_steps_per_s=1000, time_to_baseline_final_s=nan,
               return_at_time=nan, return_at_time_se=nan, time_budget_s=1000)
     paper = report_paper.paper_row(row)

@@ -450,12 +450,21 @@ def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
     """The columns relative to the baseline: "n/a" without a baseline run, "—" on its own row."""
     if not has_baseline:
         return ["n/a"] * 4
-    pct = ["—" if row.variant == baseline else f"{p:+.1f}%" if math.isfinite(p) else "n/a"
-           for p in (row.avg_vs_baseline_pct, row.final_vs_baseline_pct)]
+    pct = ["—" if row.variant == baseline else _fmt_vs_baseline(pct, se)
+           for pct, se in ((row.avg_vs_baseline_pct, row.avg_vs_baseline_se),
+                           (row.final_vs_baseline_pct, row.final_vs_baseline_se))]
     if not math.isfinite(row.steps_to_baseline_final):
         return pct + ["not reached"] * 2
     return pct + [f"{row.steps_to_baseline_final / 1e6:.3g}",
                   _fmt_duration(row.time_to_baseline_final_s)]
+
+
+def _fmt_vs_baseline(pct: float, diff_se: float) -> str:
+    """E.g. "-11.6% (-0.79 s.e.)": the change and the difference in standard errors of the
+    difference (left out with one seed)."""
+    if not math.isfinite(pct):
+        return "n/a"
+    return f"{pct:+.1f}% ({diff_se:+.2f} s.e.)" if math.isfinite(diff_se) else f"{pct:+.1f}%"
 
 
 def _fmt_pct(value: float) -> str:
@@ -524,7 +533,8 @@ def render_markdown(report: Report) -> str:
         "Curves are aligned on env steps; *avg* is the mean of the "
         "curve over training, *final* its value at the budget; ± is the standard error over "
         "seeds. "
-        f"Improvements are relative to {base}; *steps to {base} final* is where the mean curve "
+        f"Improvements are relative to {base}, in % and in standard errors of the difference "
+        f"(s.e.; within ±1, no winner); *steps to {base} final* is where the mean curve "
         f"first reaches {base}'s final return; times are training wall time; *return at T* is "
         "the mean return after T of training, T being the shortest time any trial of the "
         "environment took to the budget.", "",

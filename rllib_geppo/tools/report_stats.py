@@ -52,6 +52,8 @@ class Row:
     final_se: float
     avg_vs_baseline_pct: float  # NaN: no baseline, or this is the baseline
     final_vs_baseline_pct: float
+    avg_vs_baseline_se: float  # difference in standard errors of the difference (NaN as above)
+    final_vs_baseline_se: float
     steps_to_baseline_final: float  # env steps; NaN: not reached or no baseline
     env_steps_per_s: float  # budget / mean training wall time to reach it
     time_to_baseline_final_s: float  # training wall time; NaN as for steps
@@ -155,6 +157,16 @@ def improvement_pct(value: float, baseline: float) -> float:
 
 
 
+def difference_in_se(value: tuple[float, float], baseline: tuple[float, float]) -> float:
+    """``value - baseline`` in standard errors of that difference, both ``(mean, se)`` over
+    independent seeds: ``(m - m_b) / sqrt(se**2 + se_b**2)``. NaN without both standard errors
+    (a single seed) or when both are zero."""
+    spread = float(np.hypot(value[1], baseline[1]))
+    if not np.isfinite(spread) or spread == 0:
+        return float("nan")
+    return (value[0] - baseline[0]) / spread
+
+
 def grid_start(curves: Sequence[Curve]) -> float:
     """The first env step at which every curve has a finite value (no extrapolation)."""
     return max(valid_points(steps, values)[0][0] for steps, values in curves)
@@ -214,10 +226,13 @@ def compare_variants(
     avgs = {v: mean_and_se([time_average(grid, c) for c in a]) for v, a in returns.items()}
     finals = {v: mean_and_se(a[:, -1]) for v, a in returns.items()}
     nan = float("nan")
-    base_avg, base_final = avgs.get(baseline, (nan,))[0], finals.get(baseline, (nan,))[0]
+    base_avg, base_final = avgs.get(baseline, (nan, nan)), finals.get(baseline, (nan, nan))
 
-    def vs_baseline(variant: str, value: float, base: float) -> float:
-        return nan if variant == baseline else improvement_pct(value, base)
+    def vs_baseline(variant: str, value: tuple[float, float], base: tuple[float, float]) -> tuple[float, float]:
+        """(% improvement, difference in standard errors) over the baseline."""
+        if variant == baseline:
+            return nan, nan
+        return improvement_pct(value[0], base[0]), difference_in_se(value, base)
 
     seconds = time_budget([r for rs in runs.values() for r in rs], budget)
     time_grid, time_bands = compare_at_time(runs, seconds)
@@ -225,14 +240,16 @@ def compare_variants(
     for variant in runs:
         # Training time is reported every iteration (finite), so plain interpolation suffices.
         times = np.mean([np.interp(grid, r.steps, r.time_s) for r in runs[variant]], axis=0)
-        cross = first_crossing(grid, bands[variant].mean, base_final)
+        cross = first_crossing(grid, bands[variant].mean, base_final[0])
+        avg_pct, avg_diff_se = vs_baseline(variant, avgs[variant], base_avg)
+        final_pct, final_diff_se = vs_baseline(variant, finals[variant], base_final)
         rows.append(Row(
             env=env, variant=variant, seeds=bands[variant].n,
             excluded=(excluded or {}).get(variant, 0), budget=budget,
             avg=avgs[variant][0], avg_se=avgs[variant][1],
             final=finals[variant][0], final_se=finals[variant][1],
-            avg_vs_baseline_pct=vs_baseline(variant, avgs[variant][0], base_avg),
-            final_vs_baseline_pct=vs_baseline(variant, finals[variant][0], base_final),
+            avg_vs_baseline_pct=avg_pct, final_vs_baseline_pct=final_pct,
+            avg_vs_baseline_se=avg_diff_se, final_vs_baseline_se=final_diff_se,
             steps_to_baseline_final=cross,
             env_steps_per_s=budget / times[-1],
             time_to_baseline_final_s=float(np.interp(cross, grid, times)) if np.isfinite(cross)
