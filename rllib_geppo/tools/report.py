@@ -462,9 +462,9 @@ def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
 def _fmt_vs_baseline(pct: float, diff_se: float) -> str:
     """E.g. "-11.6% (-0.79 s.e.)": the change and the difference in standard errors of the
     difference (left out with one seed)."""
-    if not math.isfinite(pct):
-        return "n/a"
-    return f"{pct:+.1f}% ({diff_se:+.2f} s.e.)" if math.isfinite(diff_se) else f"{pct:+.1f}%"
+    if not (math.isfinite(pct) and math.isfinite(diff_se)):
+        return _fmt_pct(pct)
+    return f"{_fmt_pct(pct)} ({diff_se:+.2f} s.e.)"
 
 
 def _fmt_pct(value: float) -> str:

@@ -156,7 +156,6 @@ def improvement_pct(value: float, baseline: float) -> float:
     return 100.0 * (value - baseline) / abs(baseline)
 
 
-
 def difference_in_se(value: tuple[float, float], baseline: tuple[float, float]) -> float:
     """``value - baseline`` in standard errors of that difference, both ``(mean, se)`` over
     independent seeds: ``(m - m_b) / sqrt(se**2 + se_b**2)``. NaN without both standard errors
