@@ -243,17 +243,63 @@ def test_a_trial_whose_updates_lagged_is_overlapped_geppo(tmp_path: Path):
     assert {t.seed: t.variant for t in report.load_trials([tmp_path])} == {0: "GePPO", 1: "GePPO overlapped"}
 
 
-def test_group_by_experiment_labels_trials_with_their_experiment(tmp_path: Path):
-    for name, slope in (("ppo-adam-eps", 0.1), ("ppo-joint-clip", 0.2)):
-        for seed in (0, 1):
-            trial = write_trial(tmp_path, "x", "Hopper-v5", seed, PPO, PPO_STEPS,
-                                linear(slope, 0, PPO_STEPS), 500)
+def _experiment_trials(root: Path, offsets: dict[str, tuple[int, ...]]) -> None:
+    """Trials labelled by experiment, R = 0.1 s + offset on PPO_STEPS (avg 600 + offset)."""
+    for name, seeds in offsets.items():
+        for seed, offset in enumerate(seeds):
+            trial = write_trial(root, "x", "Hopper-v5", seed, PPO, PPO_STEPS,
+                                linear(0.1, offset, PPO_STEPS), 500)
             trial.rename(trial.with_name(f"{name}_abcde_{seed:05d}_{seed}_seed={seed}_2026-01-01"))
+
+
+def test_group_by_experiment_labels_trials_with_their_experiment(tmp_path: Path):
+    _experiment_trials(tmp_path, {"ppo-adam-eps": (0, 0), "ppo-joint-clip": (600, 600)})
     out = tmp_path / "out"
     assert run_cli(tmp_path, "--group-by", "experiment", "--baseline", "ppo-adam-eps", "--out", out) == 0
     rows = read_rows(out)
     assert {variant for _, variant in rows} == {"ppo-adam-eps", "ppo-joint-clip"}
     assert as_float(rows["Hopper-v5", "ppo-joint-clip"], "avg_vs_baseline_pct") == pytest.approx(100.0)
+
+
+def test_pooled_variants_are_one_row_with_all_their_seeds(tmp_path: Path):
+    _experiment_trials(tmp_path, {"whole": (0, 200), "split-a": (0, 100), "split-b": (200, 300)})
+    out = tmp_path / "out"
+    assert run_cli(tmp_path, "--group-by", "experiment", "--pool", "split=split-a,split-b",
+                   "--baseline", "whole", "--out", out) == 0
+    rows = read_rows(out)
+    assert {variant for _, variant in rows} == {"whole", "split"}
+    split = rows["Hopper-v5", "split"]
+    # avgs 600, 700, 800, 900: mean 750, std (ddof 1) 129.1, s.e. 64.55; whole: 700 ± 100
+    assert as_float(split, "seeds") == 4
+    assert as_float(split, "avg") == pytest.approx(750)
+    assert as_float(split, "avg_se") == pytest.approx(np.std([600, 700, 800, 900], ddof=1) / 2)
+    assert as_float(split, "avg_vs_baseline_se") == pytest.approx(
+        50 / math.hypot(np.std([600, 700, 800, 900], ddof=1) / 2, 100))
+
+
+@pytest.mark.parametrize("pool, message", [
+    ("split=split-a,split-c", "no trial is labelled 'split-c'"),
+    ("whole=split-a,split-b", "'whole' is already a variant of its own"),
+])
+def test_a_pool_that_cannot_be_made_is_a_clear_error(tmp_path: Path, caplog, pool: str,
+                                                     message: str):
+    _experiment_trials(tmp_path, {"whole": (0, 200), "split-a": (0, 100), "split-b": (200, 300)})
+    assert run_cli(tmp_path, "--group-by", "experiment", "--pool", pool,
+                   "--out", tmp_path / "out") == report.EXIT_BAD_INPUT
+    assert message in caplog.text
+
+
+def test_a_variant_in_two_pools_is_a_clear_error(tmp_path: Path, caplog):
+    _experiment_trials(tmp_path, {"whole": (0,), "split-a": (0,), "split-b": (0,)})
+    assert run_cli(tmp_path, "--group-by", "experiment", "--pool", "p=split-a",
+                   "--pool", "q=split-a,split-b", "--out", tmp_path / "out") == report.EXIT_BAD_INPUT
+    assert "'split-a' is in both 'p' and 'q'" in caplog.text
+
+
+def test_a_malformed_pool_is_a_usage_error(tmp_path: Path, capsys):
+    with pytest.raises(SystemExit):
+        run_cli(tmp_path, "--pool", "split")
+    assert "expected LABEL=VARIANT" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- bad input

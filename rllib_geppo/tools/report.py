@@ -293,6 +293,33 @@ def load_trials(paths: Sequence[Path], return_key: str = RETURN_KEY,
 # ----------------------------------------------------------------------------- selecting trials
 
 
+def pool_variants(trials: Sequence[Trial], pools: Sequence[tuple[str, Sequence[str]]]) -> list[Trial]:
+    """Relabel the trials of each pool's member variants with the pool's label.
+
+    A pool is reported as one variant whose seeds are all its members' trials: e.g. the layouts
+    that split sampling against the one that does not, when each is a variant of its own. Each
+    baseline then counts once, where comparing every member with it separately reuses its noise.
+
+    Raises ReportError for a member no trial has, a variant in two pools, or a label that is
+    already another variant's (the trials would merge silently).
+    """
+    labels = {t.variant for t in trials}
+    owner: dict[str, str] = {}
+    for label, members in pools:
+        for member in members:
+            if member not in labels:
+                raise ReportError(f"--pool {label}: no trial is labelled {member!r} "
+                                  f"(labels: {', '.join(sorted(labels))})")
+            if member in owner:
+                raise ReportError(f"--pool: {member!r} is in both {owner[member]!r} and "
+                                  f"{label!r}; a variant can be in one pool only")
+            owner[member] = label
+        if label in labels and label not in members:
+            raise ReportError(f"--pool {label}: {label!r} is already a variant of its own; "
+                              "choose another label")
+    return [dataclasses.replace(t, variant=owner.get(t.variant, t.variant)) for t in trials]
+
+
 def _curve_end(run: Run) -> tuple[float, float]:
     """(env steps at the last reported return, env steps of the last iteration)."""
     steps, _ = stats.valid_points(run.steps, run.returns)
@@ -599,6 +626,15 @@ def write_report(report: Report, out: Path) -> list[Path]:
 # ----------------------------------------------------------------------------- command line
 
 
+def _pool(text: str) -> tuple[str, tuple[str, ...]]:
+    """Parse ``LABEL=VARIANT,VARIANT,...``."""
+    label, _, members = text.partition("=")
+    names = tuple(m.strip() for m in members.split(",") if m.strip())
+    if not label.strip() or not names:
+        raise argparse.ArgumentTypeError(f"expected LABEL=VARIANT,VARIANT,..., got {text!r}")
+    return label.strip(), names
+
+
 def _env_steps(text: str) -> int:
     """Parse an env-step count such as ``300000`` or ``3e5``."""
     try:
@@ -627,6 +663,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-by", choices=("variant", "experiment"), default="variant",
                         help="label trials by algorithm variant (default) or by the YAML "
                              "experiment they ran in, for ablations")
+    parser.add_argument("--pool", type=_pool, action="append", default=[],
+                        metavar="LABEL=VARIANT,...",
+                        help="report these variants as one, labelled LABEL, their trials "
+                             "counted together (repeatable); --baseline may name a LABEL")
     parser.add_argument("--paper", action="store_true",
                         help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside "
                              "our GePPO and PPO rows of its six tasks, with the differences in %%; "
@@ -640,7 +680,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; returns the process exit code (2: unusable input)."""
     try:
-        trials = load_trials(args.paths, args.return_key, args.group_by)
+        trials = pool_variants(load_trials(args.paths, args.return_key, args.group_by),
+                               args.pool)
         report = build_report(trials, args.budget, args.baseline, args.return_key, args.paper)
     except ReportError as err:
         logger.error("%s", err)
