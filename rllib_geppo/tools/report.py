@@ -629,10 +629,10 @@ def write_report(report: Report, out: Path) -> list[Path]:
 def _pool(text: str) -> tuple[str, tuple[str, ...]]:
     """Parse ``LABEL=VARIANT,VARIANT,...``."""
     label, _, members = text.partition("=")
-    names = tuple(m.strip() for m in members.split(",") if m.strip())
-    if not label.strip() or not names:
+    label, names = label.strip(), tuple(m.strip() for m in members.split(",") if m.strip())
+    if not label or not names:
         raise argparse.ArgumentTypeError(f"expected LABEL=VARIANT,VARIANT,..., got {text!r}")
-    return label.strip(), names
+    return label, names
 
 
 def _env_steps(text: str) -> int:
