@@ -142,6 +142,21 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
             "| 1,000 | 1,050 ± 50 | 10 s |") in table
 
 
+def test_trials_csv_holds_each_trials_figures_behind_its_row(results: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    with (out / "trials.csv").open() as handle:
+        trials = {(r["variant"], int(r["seed"])): r for r in csv.DictReader(handle)}
+    # Lines 0.2 s + {0, 200} and 0.1 s + {0, 100}, averaged over the common grid, 2,000-10,000 env steps.
+    expected = {("GePPO", 0): (1200, 2000), ("GePPO", 1): (1400, 2200),
+                ("PPO", 2): (600, 1000), ("PPO", 3): (700, 1100)}
+    assert set(trials) == set(expected)
+    for key, (avg, final) in expected.items():
+        assert (float(trials[key]["avg"]), float(trials[key]["final"])) == pytest.approx((avg, final))
+        assert trials[key]["env"] == "Hopper-v5" and float(trials[key]["budget"]) == 10000
+        assert trials[key]["trial"].startswith("GePPO_Hopper-v5_abcde_")
+
+
 def test_early_stopped_and_crashed_trials_are_flagged_and_left_out(results: Path, tmp_path: Path,
                                                                    caplog):
     exp = results / "exp"

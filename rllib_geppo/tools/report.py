@@ -2,7 +2,8 @@
 
 Reads every Tune trial folder (``params.json`` + ``result.json``) under the given paths, groups
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
-``table.md``, ``table.csv``, ``returns.png`` and, when any trial logged it, ``tv.png``. With
+``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``returns.png`` and, when
+any trial logged it, ``tv.png``. With
 ``--paper``, ``table.md`` opens with the paper's Table 1 beside ours (also in ``paper.csv``) and
 the return curves mark the paper's final returns (:mod:`rllib_geppo.tools.report_paper`).
 
@@ -93,10 +94,25 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class TrialRow:
+    """One trial's figures behind its variant's row (``trials.csv``): with them, studies that ran
+    apart can be pooled trial by trial."""
+
+    env: str
+    variant: str
+    seed: int | None
+    budget: float  # env steps
+    avg: float  # average return over training, on the environment's grid of env steps
+    final: float  # return at the budget
+    trial: str  # the trial's folder name
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything the output files show."""
 
     rows: list[Row]
+    trial_rows: list[TrialRow]
     returns_panels: list[ReturnsPanel]
     time_panels: list[TimePanel]
     tv_panels: list[TVPanel]  # environments where some variant logged TV
@@ -384,31 +400,37 @@ def _paper_finals(rows: Sequence[Row]) -> dict[str, float]:
     return {p.variant: p.paper_final for p in papers if p.env not in off}
 
 
-def _report_env(env: str, trials: Sequence[Trial], budget: float | None, baseline: str,
-                flags: list[Flag], paper: bool = False
-                ) -> tuple[list[Row], ReturnsPanel | None, TimePanel | None, TVPanel | None]:
-    """One environment's rows and panels; appends the trials stopped early to ``flags``.
-    ``paper``: mark the paper's final returns on the returns panel."""
+def _report_env(report: Report, env: str, trials: Sequence[Trial], budget: float | None,
+                paper: bool = False) -> None:
+    """Add one environment's rows and panels to ``report``, and its trials stopped early to its
+    flags. ``paper``: mark the paper's final returns on the returns panel."""
     env_budget, kept, early = split_by_budget(trials, budget)
-    flags += early
+    report.flags.extend(early)
     if not kept or stats.grid_start([(t.run.steps, t.run.returns) for t in kept]) > env_budget:
         logger.warning("%s: no trial has returns up to the budget of %s env steps", env,
                        f"{env_budget:,.0f}")
-        return [], None, None, None
+        return
     by_variant = _group(kept, lambda t: t.variant, _variant_key)
-    excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in flags)
+    excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in report.flags)
                 for v in by_variant}
     runs = {v: [t.run for t in ts] for v, ts in by_variant.items()}
-    comparison = stats.compare_variants(env, runs, env_budget, baseline, excluded)
+    comparison = stats.compare_variants(env, runs, env_budget, report.baseline, excluded)
     rows = comparison.rows
-    base_final = next((r.final for r in rows if r.variant == baseline), math.nan)
-    panel = ReturnsPanel(env=env, grid=comparison.grid, bands=comparison.bands, baseline=baseline,
-                         baseline_final=base_final,
-                         crossings={r.variant: r.steps_to_baseline_final for r in rows},
-                         paper_finals=_paper_finals(rows) if paper else {})
-    time_panel = (TimePanel(env, comparison.time_grid, comparison.time_bands)
-                  if comparison.time_bands else None)
-    return rows, panel, time_panel, _tv_panel(env, by_variant, env_budget)
+    report.rows.extend(rows)
+    report.trial_rows.extend(
+        TrialRow(env, variant, t.seed, env_budget, float(avg), float(final), t.path.name)
+        for variant, ts in by_variant.items()
+        for t, avg, final in zip(ts, comparison.trial_avgs[variant], comparison.trial_finals[variant]))
+    base_final = next((r.final for r in rows if r.variant == report.baseline), math.nan)
+    report.returns_panels.append(ReturnsPanel(
+        env=env, grid=comparison.grid, bands=comparison.bands, baseline=report.baseline,
+        baseline_final=base_final, crossings={r.variant: r.steps_to_baseline_final for r in rows},
+        paper_finals=_paper_finals(rows) if paper else {}))
+    if comparison.time_bands:
+        report.time_panels.append(TimePanel(env, comparison.time_grid, comparison.time_bands))
+    tv_panel = _tv_panel(env, by_variant, env_budget)
+    if tv_panel:
+        report.tv_panels.append(tv_panel)
 
 
 def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
@@ -422,14 +444,9 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
         raise ReportError(f"--paper compares with the paper's {report_paper.PAPER_BASELINE}: "
                           f"leave out --baseline {baseline!r}")
     flags = [Flag(t, t.problem) for t in trials if t.problem]
-    report = Report([], [], [], [], flags, baseline, return_key)
+    report = Report([], [], [], [], [], flags, baseline, return_key)
     for env, env_trials in _group((t for t in trials if not t.problem), lambda t: t.env).items():
-        rows, returns_panel, time_panel, tv_panel = _report_env(env, env_trials, budget, baseline,
-                                                                flags, paper)
-        report.rows.extend(rows)
-        report.returns_panels.extend([returns_panel] if returns_panel else [])
-        report.time_panels.extend([time_panel] if time_panel else [])
-        report.tv_panels.extend([tv_panel] if tv_panel else [])
+        _report_env(report, env, env_trials, budget, paper)
     for flag in flags:
         logger.warning("excluded %s (%s, %s, seed %s): %s", flag.trial.path, flag.trial.env,
                        flag.trial.variant, flag.trial.seed, flag.reason)
@@ -586,11 +603,10 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_csv(rows: Sequence[Row] | Sequence[PaperRow], path: Path) -> None:
-    """``table.csv`` (or ``paper.csv``): one row per (environment, variant), raw numbers, empty
-    cells for NaN."""
-    fields = [f.name for f in dataclasses.fields(PaperRow if rows and isinstance(rows[0], PaperRow)
-                                                 else Row)]
+def write_csv(rows: Sequence[Row] | Sequence[PaperRow] | Sequence[TrialRow], path: Path) -> None:
+    """``table.csv`` (or ``paper.csv``): one row per (environment, variant); ``trials.csv``: one
+    per trial. Raw numbers, empty cells for NaN."""
+    fields = [f.name for f in dataclasses.fields(type(rows[0]) if rows else Row)]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
@@ -604,7 +620,8 @@ def write_report(report: Report, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(render_markdown(report))
     write_csv(report.rows, out / "table.csv")
-    written = [out / "table.md", out / "table.csv", out / "returns.png"]
+    write_csv(report.trial_rows, out / "trials.csv")
+    written = [out / "table.md", out / "table.csv", out / "trials.csv", out / "returns.png"]
     if report.paper_rows:
         write_csv(report.paper_rows, out / "paper.csv")
         written.insert(2, out / "paper.csv")
@@ -651,7 +668,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="RESULTS_DIR",
                         help="Tune results, experiment or trial directories (searched recursively)")
     parser.add_argument("--out", type=Path, default=Path("report"),
-                        help="output folder for table.md, table.csv, returns.png, tv.png "
+                        help="output folder for table.md, table.csv, trials.csv, returns.png, tv.png "
                              "(default: ./report)")
     parser.add_argument("--budget", type=_env_steps, default=None,
                         help="env steps at which 'final' is read, for every environment; trials "

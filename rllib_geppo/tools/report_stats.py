@@ -72,6 +72,8 @@ class Comparison:
     time_grid: Array  # seconds of training
     time_bands: dict[str, Band]
     rows: list[Row]
+    trial_avgs: dict[str, Array]  # per variant, each run's average return, in the order of its runs
+    trial_finals: dict[str, Array]  # likewise, each run's return at the budget
 
 
 def valid_points(steps: Array, values: Array) -> tuple[Array, Array]:
@@ -222,8 +224,10 @@ def compare_variants(
     grid = step_grid([steps for steps, _ in all_curves], grid_start(all_curves), budget)
     returns = {v: align_all(cs, grid) for v, cs in curves.items()}
     bands = {v: band(a) for v, a in returns.items()}
-    avgs = {v: mean_and_se([time_average(grid, c) for c in a]) for v, a in returns.items()}
-    finals = {v: mean_and_se(a[:, -1]) for v, a in returns.items()}
+    trial_avgs = {v: np.array([time_average(grid, c) for c in a]) for v, a in returns.items()}
+    trial_finals = {v: a[:, -1] for v, a in returns.items()}
+    avgs = {v: mean_and_se(a) for v, a in trial_avgs.items()}
+    finals = {v: mean_and_se(a) for v, a in trial_finals.items()}
     nan = float("nan")
     base_avg, base_final = avgs.get(baseline, (nan, nan)), finals.get(baseline, (nan, nan))
 
@@ -257,4 +261,5 @@ def compare_variants(
             return_at_time_se=float(time_bands[variant].se[-1]) if time_bands else nan,
             time_budget_s=seconds,
         ))
-    return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows)
+    return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows,
+                      trial_avgs=trial_avgs, trial_finals=trial_finals)
