@@ -3,9 +3,9 @@
 Reads every Tune trial folder (``params.json`` + ``result.json``) under the given paths, groups
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
 ``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``returns.png`` and, when
-any trial logged it, ``tv.png``. With
-``--paper``, ``table.md`` opens with the paper's Table 1 beside ours (also in ``paper.csv``) and
-the return curves mark the paper's final returns (:mod:`rllib_geppo.tools.report_paper`).
+any trial logged it, ``tv.png``. With ``--paper``, ``table.md`` opens with the paper's Table 1
+beside ours (also in ``paper.csv``) and the return curves mark the paper's final returns
+(:mod:`rllib_geppo.tools.report_paper`).
 
 Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
 ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without
