@@ -444,7 +444,8 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
         raise ReportError(f"--paper compares with the paper's {report_paper.PAPER_BASELINE}: "
                           f"leave out --baseline {baseline!r}")
     flags = [Flag(t, t.problem) for t in trials if t.problem]
-    report = Report([], [], [], [], [], flags, baseline, return_key)
+    report = Report(rows=[], trial_rows=[], returns_panels=[], time_panels=[], tv_panels=[],
+                    flags=flags, baseline=baseline, return_key=return_key)
     for env, env_trials in _group((t for t in trials if not t.problem), lambda t: t.env).items():
         _report_env(report, env, env_trials, budget, paper)
     for flag in flags:
@@ -603,10 +604,10 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_csv(rows: Sequence[Row] | Sequence[PaperRow] | Sequence[TrialRow], path: Path) -> None:
-    """``table.csv`` (or ``paper.csv``): one row per (environment, variant); ``trials.csv``: one
-    per trial. Raw numbers, empty cells for NaN."""
-    fields = [f.name for f in dataclasses.fields(type(rows[0]) if rows else Row)]
+def write_csv(rows: Sequence[Row | PaperRow | TrialRow], row_type: type, path: Path) -> None:
+    """One line per row of ``row_type`` (``table.csv``: Row, ``paper.csv``: PaperRow,
+    ``trials.csv``: TrialRow): raw numbers, empty cells for NaN."""
+    fields = [f.name for f in dataclasses.fields(row_type)]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
@@ -619,11 +620,11 @@ def write_report(report: Report, out: Path) -> list[Path]:
     """Write the table and figures into ``out``; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(render_markdown(report))
-    write_csv(report.rows, out / "table.csv")
-    write_csv(report.trial_rows, out / "trials.csv")
+    write_csv(report.rows, Row, out / "table.csv")
+    write_csv(report.trial_rows, TrialRow, out / "trials.csv")
     written = [out / "table.md", out / "table.csv", out / "trials.csv", out / "returns.png"]
     if report.paper_rows:
-        write_csv(report.paper_rows, out / "paper.csv")
+        write_csv(report.paper_rows, PaperRow, out / "paper.csv")
         written.insert(2, out / "paper.csv")
     returns_figure(report.returns_panels).savefig(out / "returns.png", dpi=120)
     if report.time_panels:
