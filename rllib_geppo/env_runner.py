@@ -31,6 +31,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import ENV_STEP_TIMER
 
 from rllib_geppo.env_runner_pipelines import LEAN_PIPELINES, FusedModuleToEnvPipeline
+from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,31 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         torch.manual_seed(action_seed)
         if isinstance(self._module_to_env, FusedModuleToEnvPipeline):
             self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
+
+    def make_env(self) -> None:
+        """RLlib's vector env; with ``config.uses_staggered_starts``, a training EnvRunner's
+        envs cut their first episodes so that the run's envs go out of phase
+        (:mod:`rllib_geppo.staggered_starts`)."""
+        super().make_env()
+        if self.env is not None and self.config.uses_staggered_starts and not self.config.in_evaluation:
+            self._stagger_starts()
+
+    def _stagger_starts(self) -> None:
+        envs = getattr(self.env.unwrapped, "envs", None)
+        if envs is None:  # an AsyncVectorEnv: its sub-envs live in other processes
+            if self.config.stagger_starts is True:
+                logger.warning("stagger_starts needs gym_env_vectorize_mode='SYNC'; the envs "
+                               "start in phase.")
+            return
+        time_limit = envs[0].spec.max_episode_steps if envs[0].spec else None
+        if not time_limit:
+            return  # no time limit: nothing keeps the episodes in phase
+        runner = max(0, (self.worker_index or 0) - 1)
+        num_envs = max(1, self.config.num_env_runners) * len(envs)
+        for i, env in enumerate(envs):
+            steps = first_episode_limit(time_limit, runner * len(envs) + i, num_envs)
+            if steps < time_limit:
+                envs[i] = FirstEpisodeLimit(env, steps)
 
     def sample(self, **kwargs):
         """RLlib's ``sample()``, then one tally of its env steps (also after a failure)."""

@@ -213,7 +213,8 @@ def test_custom_model_v2_trains_with_its_own_value_optimizer():
         algo.stop()
 
 
-@pytest.mark.parametrize("setting,value", [("overlap_sampling", True), ("grad_clip_scope", "all")])
+@pytest.mark.parametrize("setting,value", [("overlap_sampling", True), ("grad_clip_scope", "all"),
+                                           ("stagger_starts", True)])
 def test_new_stack_only_settings_are_rejected_before_ray_starts(setting, value):
     config = old_stack(GePPOConfig().environment("Pendulum-v1")).training(**{setting: value})
     with pytest.raises(ValueError, match=f"`{setting}={value!r}` runs on the new API stack only"):

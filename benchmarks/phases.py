@@ -1,0 +1,77 @@
+"""Whether the envs' phase in their episodes shows in GePPO's updates.
+
+    python benchmarks/phases.py RESULTS_DIR [RESULTS_DIR ...] [--metric vf_loss] [--bins 8]
+
+With G training envs that start together and whose episodes all last the time limit L, each env
+is at the same step of its episode at every iteration: env steps sampled so far / G, modulo L.
+For every trial under the folders, this bins each update from iteration 20 on by that phase
+at the end of the newest stored batch, and prints per experiment the metric (a learner
+result, ``learners/default_policy/<metric>``) relative to its centred 9-iteration moving
+average, averaged per bin over the trial's updates and then over trials (± standard error over
+trials). A flat row means the updates do not depend on where the envs are in their episodes;
+with ``stagger_starts`` the envs' phases differ, so the bins, which follow env 0, should be flat.
+
+Nothing is learned or timed; the figures come from the trials' ``result.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from rllib_geppo.tools.report import read_results
+
+FIRST_UPDATE = 20  # skip the first iterations, where the moving average is still climbing
+WINDOW = 9  # iterations in the moving average the metric is compared with
+
+
+def phase_profile(rows: list[dict], metric: str, num_envs: int, time_limit: int, bins: int) -> np.ndarray:
+    """The metric over its moving average, per phase bin of the newest stored batch's end."""
+    values = np.array([r["learners"]["default_policy"][metric] for r in rows], dtype=float)
+    steps = np.array([r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows], dtype=float)
+    trend = np.convolve(values, np.ones(WINDOW) / WINDOW, mode="same")
+    per_bin = defaultdict(list)
+    for i in range(FIRST_UPDATE, len(values) - WINDOW // 2):
+        # The update of iteration i ran on the store as it was after iteration i - 1's sample.
+        phase = (steps[i - 1] / num_envs) % time_limit
+        per_bin[int(phase * bins // time_limit)].append(values[i] / trend[i])
+    return np.array([np.mean(per_bin[b]) if per_bin[b] else np.nan for b in range(bins)])
+
+
+def trial_profiles(roots: list[Path], metric: str, bins: int) -> dict[str, list[np.ndarray]]:
+    profiles: dict[str, list[np.ndarray]] = defaultdict(list)
+    for result_file in sorted(f for root in roots for f in root.rglob("result.json")):
+        params = json.loads((result_file.parent / "params.json").read_text())
+        rows = [r for r in read_results(result_file.parent) if "learners" in r]
+        if len(rows) <= FIRST_UPDATE + WINDOW:
+            continue
+        num_envs = max(1, params.get("num_env_runners", 1)) * params.get("num_envs_per_env_runner", 1)
+        time_limit = gym.spec(params["env"]).max_episode_steps
+        label = f"{result_file.parent.name.split('_')[0]} {params['env']}"
+        profiles[label].append(phase_profile(rows, metric, num_envs, time_limit, bins))
+    return profiles
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("roots", nargs="+", type=Path, metavar="RESULTS_DIR")
+    parser.add_argument("--metric", default="vf_loss")
+    parser.add_argument("--bins", type=int, default=8)
+    args = parser.parse_args()
+    profiles = trial_profiles(args.roots, args.metric, args.bins)
+    print(f"{args.metric} / its {WINDOW}-iteration moving average, by the envs' phase "
+          f"(bins of 1/{args.bins} of the time limit, the newest stored batch's end)")
+    for label, rows in sorted(profiles.items()):
+        rows = np.array(rows)
+        mean, se = np.nanmean(rows, 0), np.nanstd(rows, 0, ddof=1) / np.sqrt(len(rows))
+        cells = " ".join(f"{m:.3f}±{s:.3f}" for m, s in zip(mean, se))
+        print(f"{label} ({len(rows)} trials): {cells}  range {np.nanmax(mean) - np.nanmin(mean):.3f}")
+
+
+if __name__ == "__main__":
+    main()
