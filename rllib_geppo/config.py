@@ -149,7 +149,7 @@ class GePPOConfig(PPOConfig):
         self.obs_stats_warm_start = False  # first update: statistics of the first batch
         self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
         self.compile_learner = "auto"  # torch.compile the minibatch step; "auto": a single learner, later
-        self.stagger_starts = "auto"  # cut the training envs' first episodes so they go out of phase
+        self.stagger_starts = False  # cut the training envs' first episodes so they go out of phase
 
     @override(PPOConfig)
     def training(
@@ -176,7 +176,7 @@ class GePPOConfig(PPOConfig):
         obs_stats_warm_start: bool = NotProvided,
         nonfinite_data: str = NotProvided,
         compile_learner: bool | str = NotProvided,
-        stagger_starts: bool | str = NotProvided,
+        stagger_starts: bool = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
@@ -251,9 +251,9 @@ class GePPOConfig(PPOConfig):
                 envs) after ``L - round(L * g / G)`` steps, L the env's time limit, so that envs
                 whose episodes all last L steps do not stay in phase
                 (:mod:`rllib_geppo.staggered_starts`). One env is never cut; evaluation envs
-                are not. True, False, or "auto" (default): on the new API stack, whose
-                EnvRunner does it (``gym_env_vectorize_mode="SYNC"``, RLlib's default); off on
-                the old one. See ``uses_staggered_starts``.
+                are not. It removes a phase cycle of the value loss but measured no change in
+                return (docs/results/layouts). Default False. New API stack only, with
+                ``gym_env_vectorize_mode="SYNC"`` (RLlib's default).
         """
         super().training(**kwargs)
         for name, value in locals().items():
@@ -281,14 +281,6 @@ class GePPOConfig(PPOConfig):
             return bool(self.overlap_sampling)
         return bool(self.sample_reuse and self.num_env_runners >= 1
                     and self.enable_env_runner_and_connector_v2)
-
-    @property
-    def uses_staggered_starts(self) -> bool:
-        """Whether GePPO's EnvRunners cut their envs' first episodes out of phase
-        (``stagger_starts`` resolved: "auto" means the new API stack)."""
-        if self.stagger_starts != "auto":
-            return bool(self.stagger_starts)
-        return bool(self.enable_env_runner_and_connector_v2)
 
     @property
     def clip_eps(self) -> float:
@@ -413,8 +405,7 @@ class GePPOConfig(PPOConfig):
         require(self.grad_clip_scope in CLIP_SCOPES, "grad_clip_scope", f"one of {CLIP_SCOPES}")
         require(self.reward_scaling in REWARD_SCALINGS, "reward_scaling", f"one of {REWARD_SCALINGS}")
         require(isinstance(self.obs_stats_warm_start, bool), "obs_stats_warm_start", "True or False")
-        require(isinstance(self.stagger_starts, bool) or self.stagger_starts == "auto",
-                "stagger_starts", 'True, False or "auto"')
+        require(isinstance(self.stagger_starts, bool), "stagger_starts", "True or False")
         require(is_number(self.adam_eps) and self.adam_eps > 0, "adam_eps", "a finite positive number")
         require(is_number(self.vtrace_clip) and self.vtrace_clip > 0, "vtrace_clip", "> 0")
         require(is_number(self.lr) and self.lr > 0, "lr",

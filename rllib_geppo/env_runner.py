@@ -72,19 +72,18 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
             self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
 
     def make_env(self) -> None:
-        """RLlib's vector env; with ``config.uses_staggered_starts``, a training EnvRunner's
-        envs cut their first episodes so that the run's envs go out of phase
+        """RLlib's vector env; with ``config.stagger_starts``, a training EnvRunner's envs cut
+        their first episodes so that the run's envs go out of phase
         (:mod:`rllib_geppo.staggered_starts`)."""
         super().make_env()
-        if self.env is not None and self.config.uses_staggered_starts and not self.config.in_evaluation:
+        if self.env is not None and self.config.stagger_starts and not self.config.in_evaluation:
             self._stagger_starts()
 
     def _stagger_starts(self) -> None:
         envs = getattr(self.env.unwrapped, "envs", None)
         if envs is None:  # an AsyncVectorEnv: its sub-envs live in other processes
-            if self.config.stagger_starts is True:
-                logger.warning("stagger_starts needs gym_env_vectorize_mode='SYNC'; the envs "
-                               "start in phase.")
+            logger.warning("stagger_starts needs gym_env_vectorize_mode='SYNC'; the envs start "
+                           "in phase.")
             return
         time_limit = envs[0].spec.max_episode_steps if envs[0].spec else None
         if not time_limit:

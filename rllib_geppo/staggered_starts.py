@@ -11,6 +11,10 @@ cut. A cut is a time-limit truncation: GePPO bootstraps from the value of its la
 any time limit. An EnvRunner that recreates its envs (``restart_failed_sub_environments``)
 staggers the new ones again, since they start together too.
 
+On HalfCheetah-v5 with 8 envs it removes the value loss's cycle with the envs' phase
+(``benchmarks/phases.py``) but measured no change in return, so it is off by default
+(``stagger_starts``; docs/results/layouts).
+
 The wrapper is pure gymnasium; :class:`rllib_geppo.env_runner.GePPOEnvRunner` applies it.
 """
 

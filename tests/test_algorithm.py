@@ -273,9 +273,7 @@ def test_two_cpu_learners_average_their_gradients_also_with_compile_learner():
 
 
 def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
-    # Whole first episodes: no episode ends within these 3 x 64 steps per env, so each sample is
-    # exactly 256 steps (RLlib's vector sampling overshoots by up to 3 where an episode ends).
-    algo = (small_config(reward_scaling="running_return", stagger_starts=False)
+    algo = (small_config(reward_scaling="running_return")
             .env_runners(num_env_runners=1, num_envs_per_env_runner=4)).build_algo()
     try:
         results = [algo.train() for _ in range(3)]

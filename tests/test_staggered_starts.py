@@ -43,7 +43,7 @@ def test_a_termination_before_the_cut_is_left_alone():
     assert lengths and all(terminated and not truncated for _, terminated, truncated in lengths)
 
 
-def runner(*, worker_index: int, evaluation: bool = False, stagger: bool | str = "auto") -> GePPOEnvRunner:
+def runner(*, worker_index: int, evaluation: bool = False, stagger: bool = True) -> GePPOEnvRunner:
     cfg = (GePPOConfig().environment("Pendulum-v1")
            .env_runners(num_env_runners=2, num_envs_per_env_runner=2)
            .training(stagger_starts=stagger).debugging(seed=0))
@@ -69,6 +69,6 @@ def test_evaluation_envs_and_runs_without_the_setting_keep_whole_episodes():
     assert first_episode_lengths(runner(worker_index=2, stagger=False)) == [200, 200]
 
 
-def test_the_setting_is_true_false_or_auto():
+def test_the_setting_must_be_a_bool():
     with pytest.raises(ValueError, match="stagger_starts"):
         GePPOConfig().environment("Pendulum-v1").training(stagger_starts="yes").validate()
