@@ -13,6 +13,9 @@ the EnvRunners that sample (the driver's when there are none, else remote ones f
 ``role`` separates training from evaluation. Seeds of different trials are then independent
 draws, and sampling in the driver gives the same samples as on one remote EnvRunner.
 
+With ``stagger_starts`` it cuts its training envs' first episodes so that the trial's envs go
+out of phase (:mod:`rllib_geppo.staggered_starts`).
+
 It also tallies RLlib's per-step env metrics (the env step timer and the Prometheus count of
 env steps) once per ``sample()`` call instead of on every env step, where they cost 8% of a
 Hopper step with one env (:meth:`GePPOEnvRunner._try_env_step`).
@@ -63,13 +66,18 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         self._env_step_seconds = 0.0  # and the seconds they took
         if self.config.seed is None or self.env is None:
             return
-        sampler = max(0, (self.worker_index or 0) - 1)
-        env_seeds, action_seed = sampler_seeds(self.config.seed, sampler, self.num_envs,
+        env_seeds, action_seed = sampler_seeds(self.config.seed, self.sampler_index, self.num_envs,
                                                evaluation=self.config.in_evaluation)
         self._seed = env_seeds  # RLlib passes it to the vector env's first reset
         torch.manual_seed(action_seed)
         if isinstance(self._module_to_env, FusedModuleToEnvPipeline):
             self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
+
+    @property
+    def sampler_index(self) -> int:
+        """Which of the trial's samplers this is: 0 in the driver without remote EnvRunners,
+        else the remote EnvRunner's number from 0 (RLlib's worker index less one)."""
+        return max(0, (self.worker_index or 0) - 1)
 
     def make_env(self) -> None:
         """RLlib's vector env; with ``config.stagger_starts``, a training EnvRunner's envs cut
@@ -88,10 +96,9 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         time_limit = envs[0].spec.max_episode_steps if envs[0].spec else None
         if not time_limit:
             return  # no time limit: nothing keeps the episodes in phase
-        runner = max(0, (self.worker_index or 0) - 1)
         num_envs = max(1, self.config.num_env_runners) * len(envs)
         for i, env in enumerate(envs):
-            steps = first_episode_limit(time_limit, runner * len(envs) + i, num_envs)
+            steps = first_episode_limit(time_limit, self.sampler_index * len(envs) + i, num_envs)
             if steps < time_limit:
                 envs[i] = FirstEpisodeLimit(env, steps)
 
