@@ -5,7 +5,7 @@
 With G training envs that start together and whose episodes all last the time limit L, each env
 is at the same step of its episode at every iteration: env steps sampled so far / G, modulo L.
 For every trial under the folders, this bins each update from iteration 20 on by that phase
-at the end of the newest stored batch, and prints per experiment the metric (a learner
+at the end of the newest stored batch (the previous iteration's with overlapped sampling), and prints per experiment the metric (a learner
 result, ``learners/default_policy/<metric>``) relative to its centred 9-iteration moving
 average, averaged per bin over the trial's updates and then over trials (± standard error over
 trials). A flat row means the updates do not depend on where the envs are in their episodes;
@@ -17,14 +17,13 @@ Nothing is learned or timed; the figures come from the trials' ``result.json``.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
-from rllib_geppo.tools.report import read_results
+from rllib_geppo.tools.report import find_trial_dirs, load_trial, read_results
 
 FIRST_UPDATE = 20  # skip the first iterations, where the moving average is still climbing
 WINDOW = 9  # iterations in the moving average the metric is compared with
@@ -32,28 +31,32 @@ WINDOW = 9  # iterations in the moving average the metric is compared with
 
 def phase_profile(rows: list[dict], metric: str, num_envs: int, time_limit: int, bins: int) -> np.ndarray:
     """The metric over its moving average, per phase bin of the newest stored batch's end."""
-    values = np.array([r["learners"]["default_policy"][metric] for r in rows], dtype=float)
+    learner = [r["learners"]["default_policy"] for r in rows]
+    values = np.array([m[metric] for m in learner], dtype=float)
+    lags = [int(m["sample_lag"]) for m in learner]  # 1 with overlapped sampling: the batch before
     steps = np.array([r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows], dtype=float)
     trend = np.convolve(values, np.ones(WINDOW) / WINDOW, mode="same")
     per_bin = defaultdict(list)
     for i in range(FIRST_UPDATE, len(values) - WINDOW // 2):
-        # The update of iteration i ran on the store as it was after iteration i - 1's sample.
-        phase = (steps[i - 1] / num_envs) % time_limit
+        phase = (steps[i - lags[i]] / num_envs) % time_limit
         per_bin[int(phase * bins // time_limit)].append(values[i] / trend[i])
     return np.array([np.mean(per_bin[b]) if per_bin[b] else np.nan for b in range(bins)])
 
 
 def trial_profiles(roots: list[Path], metric: str, bins: int) -> dict[str, list[np.ndarray]]:
+    """Each experiment's trials' profiles, labelled as ``rllib-geppo report --group-by
+    experiment`` labels them; trials the report would leave out (crashed, no results) are skipped."""
     profiles: dict[str, list[np.ndarray]] = defaultdict(list)
-    for result_file in sorted(f for root in roots for f in root.rglob("result.json")):
-        params = json.loads((result_file.parent / "params.json").read_text())
-        rows = [r for r in read_results(result_file.parent) if "learners" in r]
-        if len(rows) <= FIRST_UPDATE + WINDOW:
+    for trial_dir in find_trial_dirs(roots):
+        trial = load_trial(trial_dir, group_by="experiment")
+        rows = [r for r in read_results(trial_dir) if "learners" in r]
+        if trial.problem or len(rows) <= FIRST_UPDATE + WINDOW:
             continue
-        num_envs = max(1, params.get("num_env_runners", 1)) * params.get("num_envs_per_env_runner", 1)
-        time_limit = gym.spec(params["env"]).max_episode_steps
-        label = f"{result_file.parent.name.split('_')[0]} {params['env']}"
-        profiles[label].append(phase_profile(rows, metric, num_envs, time_limit, bins))
+        config = rows[0]["config"]  # the whole config, defaults included
+        num_envs = max(1, config["num_env_runners"]) * config["num_envs_per_env_runner"]
+        time_limit = gym.spec(trial.env).max_episode_steps
+        profiles[f"{trial.variant} {trial.env}"].append(
+            phase_profile(rows, metric, num_envs, time_limit, bins))
     return profiles
 
 

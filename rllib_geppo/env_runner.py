@@ -83,8 +83,8 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         """RLlib's vector env; with ``config.stagger_starts``, a training EnvRunner's envs cut
         their first episodes so that the run's envs go out of phase
         (:mod:`rllib_geppo.staggered_starts`)."""
-        super().make_env()
-        if self.env is not None and self.config.stagger_starts and not self.config.in_evaluation:
+        super().make_env()  # sets self.env or raises
+        if self.config.stagger_starts and not self.config.in_evaluation:
             self._stagger_starts()
 
     def _stagger_starts(self) -> None:
