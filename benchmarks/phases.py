@@ -5,11 +5,12 @@
 With G training envs that start together and whose episodes all last the time limit L, each env
 is at the same step of its episode at every iteration: env steps sampled so far / G, modulo L.
 For every trial under the folders, this bins each update from iteration 20 on by that phase
-at the end of the newest stored batch (the previous iteration's with overlapped sampling), and prints per experiment the metric (a learner
-result, ``learners/default_policy/<metric>``) relative to its centred 9-iteration moving
-average, averaged per bin over the trial's updates and then over trials (± standard error over
-trials). A flat row means the updates do not depend on where the envs are in their episodes;
-with ``stagger_starts`` the envs' phases differ, so the bins, which follow env 0, should be flat.
+at the end of the newest stored batch (the previous iteration's with overlapped sampling), and
+prints per experiment the metric (a learner result, ``learners/default_policy/<metric>``)
+relative to its centred 9-iteration moving average, averaged per bin over the trial's updates
+and then over trials (± standard error over trials). A flat row means the updates do not
+depend on where the envs are in their episodes; with ``stagger_starts`` the envs' phases
+differ, so the bins, which follow env 0, should be flat.
 
 Nothing is learned or timed; the figures come from the trials' ``result.json``.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from rllib_geppo.staggered_starts import num_training_envs
 from rllib_geppo.tools.report import find_trial_dirs, load_trial, read_results
 
 FIRST_UPDATE = 20  # skip the first iterations, where the moving average is still climbing
@@ -53,7 +55,7 @@ def trial_profiles(roots: list[Path], metric: str, bins: int) -> dict[str, list[
         if trial.problem or len(rows) <= FIRST_UPDATE + WINDOW:
             continue
         config = rows[0]["config"]  # the whole config, defaults included
-        num_envs = max(1, config["num_env_runners"]) * config["num_envs_per_env_runner"]
+        num_envs = num_training_envs(config["num_env_runners"], config["num_envs_per_env_runner"])
         time_limit = gym.spec(trial.env).max_episode_steps
         profiles[f"{trial.variant} {trial.env}"].append(
             phase_profile(rows, metric, num_envs, time_limit, bins))

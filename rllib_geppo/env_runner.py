@@ -34,7 +34,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import ENV_STEP_TIMER
 
 from rllib_geppo.env_runner_pipelines import LEAN_PIPELINES, FusedModuleToEnvPipeline
-from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit
+from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit, num_training_envs
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         time_limit = envs[0].spec.max_episode_steps if envs[0].spec else None
         if not time_limit:
             return  # no time limit: nothing keeps the episodes in phase
-        num_envs = max(1, self.config.num_env_runners) * len(envs)
+        num_envs = num_training_envs(self.config.num_env_runners, len(envs))
         for i, env in enumerate(envs):
             steps = first_episode_limit(time_limit, self.sampler_index * len(envs) + i, num_envs)
             if steps < time_limit:

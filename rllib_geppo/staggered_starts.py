@@ -25,6 +25,11 @@ from typing import Any
 import gymnasium as gym
 
 
+def num_training_envs(num_env_runners: int, envs_per_env_runner: int) -> int:
+    """G, the training envs of a run: ``num_env_runners=0`` samples in the driver, one sampler."""
+    return max(1, num_env_runners) * envs_per_env_runner
+
+
 def first_episode_limit(time_limit: int, env_index: int, num_envs: int) -> int:
     """Steps after which the first episode of training env ``env_index`` of ``num_envs`` is
     cut: ``time_limit - round(time_limit * env_index / num_envs)`` (``time_limit`` for env 0).

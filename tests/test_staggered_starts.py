@@ -6,7 +6,7 @@ import pytest
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.env_runner import GePPOEnvRunner
-from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit
+from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit, num_training_envs
 
 
 def test_first_episode_limits_spread_the_envs_evenly_over_the_time_limit():
@@ -15,6 +15,12 @@ def test_first_episode_limits_spread_the_envs_evenly_over_the_time_limit():
     assert first_episode_limit(1000, 0, 1) == 1000  # one env keeps the paper's episodes
     with pytest.raises(ValueError, match="outside"):
         first_episode_limit(1000, 8, 8)
+
+
+def test_a_run_counts_the_envs_of_every_sampler_and_the_driver_as_one_sampler():
+    assert num_training_envs(2, 4) == 8
+    assert num_training_envs(1, 8) == 8
+    assert num_training_envs(0, 8) == 8  # num_env_runners=0: the driver samples
 
 
 def episode_lengths(env: gym.Env, steps: int) -> list[tuple[int, bool, bool]]:
