@@ -29,6 +29,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_geppo.tools.report import find_trial_dirs, load_trial
+from rllib_geppo.tools.report_stats import mean_and_se
 
 ENV = "HalfCheetah-v5"
 MODULE = Path("learner_group", "learner", "rl_module", "default_policy")
@@ -51,7 +52,8 @@ def rollout(module: RLModule, env: gym.Env, seed: int) -> tuple[float, float]:
     return total, flipped / steps
 
 
-def trial_gaits(roots: list[Path], checkpoint: int, seed: int) -> dict[str, list[tuple]]:
+def trial_gaits(roots: list[Path], checkpoint: int,
+                seed: int) -> dict[str, list[tuple[float, bool]]]:
     """Per experiment, (return, on its back?) of each HalfCheetah trial with a checkpoint."""
     env = gym.make(ENV)
     gaits: dict[str, list[tuple[float, bool]]] = defaultdict(list)
@@ -67,9 +69,10 @@ def trial_gaits(roots: list[Path], checkpoint: int, seed: int) -> dict[str, list
 
 
 def mean_se(values: np.ndarray) -> str:
-    if len(values) < 2:
-        return f"{values.mean():,.0f}" if len(values) else "-"
-    return f"{values.mean():,.0f} ± {values.std(ddof=1) / math.sqrt(len(values)):,.0f}"
+    if not len(values):
+        return "-"
+    mean, se = mean_and_se(values)
+    return f"{mean:,.0f}" if math.isnan(se) else f"{mean:,.0f} ± {se:,.0f}"
 
 
 def main() -> None:
