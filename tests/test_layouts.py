@@ -92,10 +92,12 @@ def test_remote_and_driver_sampling_give_bit_identical_runs():
     assert_same_run(remote, driver)
 
 
-def test_cutting_episodes_into_shorter_fragments_changes_nothing():
-    # One env: 256 steps per iteration as one fragment or as four of 64. Episodes (200 steps)
-    # are cut at different places, but the store joins them into the same trajectories, and
-    # the running-return reward scale runs on across the cuts.
-    whole = train(config(num_env_runners=0))
-    fragments = train(config(num_env_runners=0, rollout_fragment_length=64))
+@pytest.mark.parametrize("num_envs", [1, 2])
+def test_cutting_episodes_into_shorter_fragments_changes_nothing(num_envs):
+    # 256 steps per iteration as one fragment per env or as fragments of 32. Episodes (200
+    # steps) are cut at different places, but the store joins them into the same trajectories,
+    # and the running-return reward scale runs on across the cuts.
+    whole = train(config(num_env_runners=0, num_envs_per_env_runner=num_envs))
+    fragments = train(config(num_env_runners=0, num_envs_per_env_runner=num_envs,
+                             rollout_fragment_length=32))
     assert_same_run(whole, fragments)

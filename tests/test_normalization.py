@@ -17,6 +17,18 @@ def test_running_stats_equal_full_batch_stats():
     assert stats.count == 1000
 
 
+def test_a_batch_in_any_order_gives_bit_identical_stats():
+    # Sampling with several envs, or with other chunk cuts, delivers one iteration's steps in
+    # another order; the statistics must not see the difference, not even in rounding.
+    rng = np.random.default_rng(1)
+    first, batch = rng.normal(0.0, 1e3, size=(100, 3)), rng.normal(5.0, 1e3, size=(1024, 3))
+    a, b = RunningMeanStd((3,)), RunningMeanStd((3,))
+    for stats, order in ((a, np.arange(1024)), (b, rng.permutation(1024))):
+        stats.update(first)
+        stats.update(batch[order])
+    assert a.mean.tobytes() == b.mean.tobytes() and a.var.tobytes() == b.var.tobytes()
+
+
 def test_returns_to_go_by_hand():
     # G_2 = 3, G_1 = 2 + 0.5*3 = 3.5, G_0 = 1 + 0.5*3.5 = 2.75
     np.testing.assert_allclose(discounted_returns_to_go(np.array([1.0, 2.0, 3.0]), 0.5), [2.75, 3.5, 3.0])

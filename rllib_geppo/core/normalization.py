@@ -23,7 +23,9 @@ VAR_EPS = 1e-8
 class RunningMeanStd:
     """Mean and variance of everything seen so far (parallel-merge Welford updates).
 
-    ``shape`` is the shape of one item; ``update(x)`` takes a batch ``[N, *shape]``.
+    ``shape`` is the shape of one item; ``update(x)`` takes a batch ``[N, *shape]``, whose
+    items it sorts first: the result is then the same, bit for bit, in whatever order sampling
+    delivered them (how many envs, how the chunks were cut).
     """
 
     def __init__(self, shape: tuple[int, ...] = ()):
@@ -32,7 +34,7 @@ class RunningMeanStd:
         self.count = 0
 
     def update(self, x: np.ndarray) -> None:
-        x = np.asarray(x, dtype=np.float64)
+        x = np.sort(np.asarray(x, dtype=np.float64), axis=0)
         if len(x) == 0:
             return
         n, batch_mean, batch_var = len(x), x.mean(axis=0), x.var(axis=0)
