@@ -2,8 +2,8 @@
 
     python benchmarks/env_runner.py [--env Hopper-v5] [--steps 4096] [--rounds 4]
 
-Two EnvRunners of the same GePPO config in this process (no Ray actors, no learning): GePPO's
-(``GePPOEnvRunner``: RLlib's default pieces fused into one step, see
+Two EnvRunners of the same GePPO config, one env each, in this process (no Ray actors, no
+learning): GePPO's (``GePPOEnvRunner``: RLlib's default pieces fused into one step, see
 ``rllib_geppo/env_runner_pipelines.py``, env step metrics tallied per call, and the module's
 plain ``forward_exploration``); and RLlib's ``SingleAgentEnvRunner`` with the pipelines RLlib's
 own config builds and TorchRLModule's ``forward_exploration`` (the eval()/train() walk around
@@ -40,7 +40,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4096, help="env steps per round")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    config = GePPOConfig().environment(args.env).env_runners(num_env_runners=0).debugging(seed=0)
+    config = (GePPOConfig().environment(args.env)
+              .env_runners(num_env_runners=0, num_envs_per_env_runner=1).debugging(seed=0))
     runners = {"GePPO's EnvRunner": GePPOEnvRunner(config=config),
                "RLlib's EnvRunner": SingleAgentEnvRunner(config=config)}
     rllib_pipelines(runners["RLlib's EnvRunner"], config)

@@ -42,23 +42,27 @@ def rllib_ppo(env: str) -> PPOConfig:
                       entropy_coeff=0.0, vf_clip_param=float("inf"), grad_clip=0.5))
 
 
+def one_env(config: GePPOConfig) -> GePPOConfig:
+    """The paper's layout: one env on the one EnvRunner."""
+    return config.env_runners(num_envs_per_env_runner=1)
+
+
 #: The systems measured: name -> config builder (None: SB3).
 def systems(env: str) -> dict[str, Callable | None]:
     return {
-        "GePPO defaults (overlapped, 1 env)": lambda: GePPOConfig().environment(env),
+        "GePPO defaults (overlapped, 2 envs)": lambda: GePPOConfig().environment(env),
         "GePPO defaults, eager learner": lambda: GePPOConfig().environment(env).training(
             compile_learner=False),
-        "GePPO sync, 1 env": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=1).training(overlap_sampling=False),
+        "GePPO overlapped, 1 env": lambda: one_env(GePPOConfig().environment(env)),
+        "GePPO sync, 1 env": lambda: one_env(GePPOConfig().environment(env)).training(
+            overlap_sampling=False),
         "GePPO sync, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
             num_envs_per_env_runner=8).training(overlap_sampling=False),
-        "GePPO overlapped, 2 envs": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=2).training(overlap_sampling=True),
         "GePPO overlapped, 4 envs": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=4).training(overlap_sampling=True),
+            num_envs_per_env_runner=4),
         "GePPO overlapped, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=8).training(overlap_sampling=True),
-        "PPO baseline (this project)": lambda: GePPOConfig().environment(env).training(
+            num_envs_per_env_runner=8),
+        "PPO baseline (this project, 1 env)": lambda: one_env(GePPOConfig().environment(env)).training(
             sample_reuse=False, adaptive_lr=False),
         "RLlib PPO": lambda: rllib_ppo(env),
         "SB3 PPO": None,

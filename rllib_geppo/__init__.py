@@ -12,7 +12,7 @@ from rllib_geppo.algorithm import GePPO
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
 from rllib_geppo.config import GePPOConfig
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 __all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]
 
 

@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml")) + sorted((REPO / "docs").rglob("*.yaml"))
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
-# Two experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each. The
-# 200-step episodes end in the second iteration only, so the first and last report no return.
+# Two experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each on one
+# env. The 200-step episodes end in the second iteration only, so the first and last report no
+# return.
 TINY = """
 geppo:
   run: GePPO
@@ -34,6 +35,7 @@ geppo:
     train_batch_size_per_learner: 128
     num_epochs: 1
     num_env_runners: 0
+    num_envs_per_env_runner: 1
 rllib-ppo:
   run: PPO
   env: Pendulum-v1

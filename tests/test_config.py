@@ -96,6 +96,21 @@ def test_evaluation_by_episodes_on_several_envs_warns_once(caplog):
     assert "evaluation_config={'num_envs_per_env_runner': 1}" in warnings()[0]
 
 
+def test_defaults_sample_on_two_envs_and_evaluate_on_one():
+    config = pendulum()
+    assert (config.num_env_runners, config.num_envs_per_env_runner) == (1, 2)
+    assert config.get_evaluation_config_object().num_envs_per_env_runner == 1
+    # A user's evaluation overrides merge with the default, from Python and from a Tune dict.
+    merged = pendulum().evaluation(evaluation_config={"explore": False})
+    tuned = pendulum().update_from_dict({"evaluation_config": {"explore": False}})
+    for config in (merged, tuned):
+        evaluation = config.get_evaluation_config_object()
+        assert (evaluation.num_envs_per_env_runner, evaluation.explore) == (1, False)
+    assert pendulum().env_runners(num_envs_per_env_runner=8).evaluation(
+        evaluation_config={"num_envs_per_env_runner": 4}).get_evaluation_config_object(
+        ).num_envs_per_env_runner == 4
+
+
 @pytest.mark.parametrize("value", [-0.01, math.nan, [[0, 0.01], [1000, 0.0]], "0.01"])
 def test_entropy_coeff_must_be_a_non_negative_constant(value):
     with pytest.raises(ValueError, match="`entropy_coeff` must be a finite number >= 0"):

@@ -72,8 +72,9 @@ def local_ray():
 
 
 def config(kind: str, at: int, **training) -> GePPOConfig:
+    """One env, so the bad step happens once."""
     return (GePPOConfig().environment("fault-pendulum", env_config={"kind": kind, "at": at})
-            .env_runners(num_env_runners=0).debugging(seed=0)
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=1).debugging(seed=0)
             .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
 
 
@@ -297,6 +298,7 @@ nan-pendulum:
     train_batch_size_per_learner: 256
     num_epochs: 1
     num_env_runners: 0
+    num_envs_per_env_runner: 1
 """
 
 
@@ -325,6 +327,7 @@ crash-pendulum:
     train_batch_size_per_learner: 128
     num_epochs: 1
     num_env_runners: 0
+    num_envs_per_env_runner: 1
 """
 
 
