@@ -33,7 +33,7 @@ def local_ray():
 
 
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
-    """Paper defaults with a small batch and few gradient steps, so a test takes seconds, and
+    """The defaults with a small batch and few gradient steps, so a test takes seconds, and
     the paper's synchronous loop (overlapped sampling, the default, is tests/test_overlap.py's)."""
     return (GePPOConfig()
             .environment(env)

@@ -42,7 +42,8 @@ def old_stack(config: GePPOConfig) -> GePPOConfig:
 
 
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
-    """Paper defaults on the old stack with a small batch and few gradient steps."""
+    """The defaults (2 envs on one RolloutWorker) on the old stack, with a small batch and few
+    gradient steps."""
     return old_stack(GePPOConfig().environment(env).env_runners(num_env_runners=1).debugging(seed=0)
                      .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
 
@@ -155,6 +156,7 @@ def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     old = policy.compute_targets(layout, inputs)
     assert (old[C.CENTER] - 1).abs().max() > 1e-3
     sample_versions = layout[C.VERSION][layout[C.LOSS_MASK].astype(bool)]  # the 1,024 samples
+    assert np.unique(sample_versions, return_counts=True)[1].tolist() == [256] * 4
     nu = np.array([0.1, 0.2, 0.3, 0.4]) * 4  # oldest first
     expected = nu[np.searchsorted(np.unique(sample_versions), sample_versions)]  # by batch age
     torch.testing.assert_close(old[C.SAMPLE_WEIGHTS], torch.as_tensor(expected, dtype=torch.float32))

@@ -54,7 +54,8 @@ def runner(*, worker_index: int, evaluation: bool = False, stagger: bool = True)
            .env_runners(num_env_runners=2, num_envs_per_env_runner=2)
            .training(stagger_starts=stagger).debugging(seed=0))
     if evaluation:
-        cfg = cfg.evaluation(evaluation_config={}).get_evaluation_config_object()
+        # Two evaluation envs too (GePPO evaluates on one by default), neither of them cut.
+        cfg = cfg.evaluation(evaluation_config={"num_envs_per_env_runner": 2}).get_evaluation_config_object()
     cfg.validate()
     return GePPOEnvRunner(config=cfg, worker_index=worker_index)
 

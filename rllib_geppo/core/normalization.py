@@ -24,8 +24,8 @@ class RunningMeanStd:
     """Mean and variance of everything seen so far (parallel-merge Welford updates).
 
     ``shape`` is the shape of one item; ``update(x)`` takes a batch ``[N, *shape]``, whose
-    items it sorts first: the result is then the same, bit for bit, in whatever order sampling
-    delivered them (how many envs, how the chunks were cut).
+    items it sorts first: the result is then the same, bit for bit, in whatever order the
+    batch's items arrive (several envs, chunks cut elsewhere).
     """
 
     def __init__(self, shape: tuple[int, ...] = ()):
