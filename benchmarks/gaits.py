@@ -28,7 +28,7 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rllib_geppo.tools.report import find_trial_dirs, load_trial
+from rllib_geppo.tools.report import find_trial_dirs, format_return, load_trial
 from rllib_geppo.tools.report_stats import mean_and_se
 
 ENV = "HalfCheetah-v5"
@@ -69,10 +69,7 @@ def trial_gaits(roots: list[Path], checkpoint: int,
 
 
 def mean_se(values: np.ndarray) -> str:
-    if not len(values):
-        return "-"
-    mean, se = mean_and_se(values)
-    return f"{mean:,.0f}" if math.isnan(se) else f"{mean:,.0f} ± {se:,.0f}"
+    return format_return(*mean_and_se(values)) if len(values) else "-"
 
 
 def main() -> None:

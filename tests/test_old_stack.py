@@ -156,9 +156,10 @@ def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     old = policy.compute_targets(layout, inputs)
     assert (old[C.CENTER] - 1).abs().max() > 1e-3
     sample_versions = layout[C.VERSION][layout[C.LOSS_MASK].astype(bool)]  # the 1,024 samples
-    assert np.unique(sample_versions, return_counts=True)[1].tolist() == [256] * 4
-    nu = np.array([0.1, 0.2, 0.3, 0.4]) * 4  # oldest first
-    expected = nu[np.searchsorted(np.unique(sample_versions), sample_versions)]  # by batch age
+    versions, counts = np.unique(sample_versions, return_counts=True)  # oldest first
+    assert counts.tolist() == [256] * 4
+    nu = np.array([0.1, 0.2, 0.3, 0.4]) * 4
+    expected = nu[np.searchsorted(versions, sample_versions)]  # each sample by its batch's age
     torch.testing.assert_close(old[C.SAMPLE_WEIGHTS], torch.as_tensor(expected, dtype=torch.float32))
 
 

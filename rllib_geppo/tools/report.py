@@ -476,7 +476,8 @@ def _paper_rows(rows: Sequence[Row]) -> list[PaperRow]:
 # ----------------------------------------------------------------------------- writing
 
 
-def _fmt_return(value: float, se: float) -> str:
+def format_return(value: float, se: float) -> str:
+    """``value ± se`` as the report's tables write returns ("n/a" where value is not finite)."""
     if not math.isfinite(value):
         return "n/a"
     number = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
@@ -549,9 +550,9 @@ def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
         avg_ppo, final_ppo, steps = _paper_cells(row, row.env in with_ppo)
         lines.append(
             f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {row.seeds} "
-            f"| {_fmt_return(row.avg, row.avg_se)} | {_fmt_return(row.paper_avg, math.nan)} "
+            f"| {format_return(row.avg, row.avg_se)} | {format_return(row.paper_avg, math.nan)} "
             f"| {_fmt_pct(row.avg_vs_paper_pct)} | {avg_ppo} "
-            f"| {_fmt_return(row.final, row.final_se)} | {_fmt_return(row.paper_final, math.nan)} "
+            f"| {format_return(row.final, row.final_se)} | {format_return(row.paper_final, math.nan)} "
             f"| {_fmt_pct(row.final_vs_paper_pct)} | {final_ppo} | {steps} |")
     return lines
 
@@ -593,9 +594,9 @@ def render_markdown(report: Report) -> str:
         seeds = f"{row.seeds}" + (f" ({row.excluded} excluded)" if row.excluded else "")
         avg_pct, final_pct, steps, time = _comparison_cells(row, row.env in envs_with_base, base)
         lines.append(f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {seeds} "
-                     f"| {_fmt_return(row.avg, row.avg_se)} | {avg_pct} "
-                     f"| {_fmt_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
-                     f"| {row.env_steps_per_s:,.0f} | {_fmt_return(row.return_at_time, row.return_at_time_se)} "
+                     f"| {format_return(row.avg, row.avg_se)} | {avg_pct} "
+                     f"| {format_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
+                     f"| {row.env_steps_per_s:,.0f} | {format_return(row.return_at_time, row.return_at_time_se)} "
                      f"| {_fmt_duration(row.time_budget_s)} |")
     if report.flags:
         lines += ["", "## Excluded trials", ""]
