@@ -108,6 +108,7 @@ class GePPO(PPO):
         self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
         self.return_stats = RunningMeanStd()
         self.running_returns = RunningReturns(config.gamma)
+        self._seed_root = config.seed if config.seed is not None else np.random.SeedSequence().entropy
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
         self._result_keys: list[result_schema.Path] | None = None  # set by the first result
 
@@ -225,23 +226,32 @@ class GePPO(PPO):
         if not self.may_update():
             return
         inputs = self.update_inputs()
-        layout = self.store.update_layout()
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            if self.learner_group.is_local:
-                data = {"batch": _module_batch(layout)}
-            else:
-                data = {"batches": [_module_batch(s) for s in segments.split(layout, len(self.learner_group))]}
-            results = self.learner_group.update(**data, timesteps={
-                UPDATE_INPUTS: inputs,
-                NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
-                    (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0),
-            })
-            self.metrics.aggregate(results, key=LEARNER_RESULTS)
+            self.metrics.aggregate(self.update_learner_group(inputs), key=LEARNER_RESULTS)
         for key, value in self.store_metrics(inputs).items():
             self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
         learner = self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID))
         self.adapt_policy_lr(learner["tv"], inputs.clip_eps,
                              complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+
+    def update_learner_group(self, inputs: UpdateInputs) -> list[dict[str, Any]]:
+        """One update of every learner over the whole store; each learner's results.
+
+        Every learner gets all stored samples, so that V-trace runs over whole episodes
+        whatever their length, and trains on its slice of each global minibatch
+        (:mod:`rllib_geppo.core.minibatches`); remote learners read one copy of the store from
+        Ray's object store.
+        """
+        batch = _module_batch(self.store.update_layout())
+        if self.learner_group.is_local:
+            data = {"batch": batch}
+        else:
+            data = {"batch_refs": [ray.put(batch)] * len(self.learner_group)}
+        return self.learner_group.update(**data, timesteps={
+            UPDATE_INPUTS: inputs,
+            NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0),
+        })
 
     def may_update(self) -> bool:
         """Whether the store holds a batch young enough to update on: none older than
@@ -265,8 +275,14 @@ class GePPO(PPO):
             obs_mean=self.obs_stats.mean.astype(np.float32),
             obs_std=self.obs_stats.std.astype(np.float32),
             minibatches_per_epoch=self._minibatches_per_epoch(),
+            shuffle_seed=self.shuffle_seed(),
             obs_stats_before_update=self.config.obs_stats_warm_start and self.policy_version == 0,
         )
+
+    def shuffle_seed(self) -> int:
+        """The seed of this update's minibatch shuffles: from the trial's seed (``seed``, else
+        one drawn at set-up) and pi_k's version, so a restored run shuffles as the original."""
+        return int(np.random.SeedSequence([self._seed_root, self.policy_version]).generate_state(1)[0])
 
     def sample_lag(self) -> int:
         """Age of the youngest stored batch under pi_k: 0, or 1 with overlapped sampling."""

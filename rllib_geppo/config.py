@@ -116,6 +116,7 @@ class GePPOConfig(PPOConfig):
         self.num_epochs = 10
         self.minibatch_size = None  # derived: stored samples / num_minibatches
         self.train_batch_size_per_learner = 1024  # n, new env steps per iteration
+        self.train_batch_size_per_env_runner = None  # the scale rule: n = this x EnvRunners
         self.grad_clip = 0.5  # policy only; the value function is never clipped
         self.grad_clip_by = "global_norm"
         self.use_kl_loss = False
@@ -185,6 +186,7 @@ class GePPOConfig(PPOConfig):
         nonfinite_data: str = NotProvided,
         compile_learner: bool | str = NotProvided,
         stagger_starts: bool = NotProvided,
+        train_batch_size_per_env_runner: int | None = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
@@ -197,6 +199,14 @@ class GePPOConfig(PPOConfig):
         (:data:`UNUSED_SETTINGS`) must stay at their defaults.
 
         Args:
+            train_batch_size_per_env_runner: the scale rule for adding samplers: each EnvRunner
+                (or the driver, with ``num_env_runners=0``) collects this many new env steps
+                per iteration, so n = this x max(1, ``num_env_runners``) and every env's share
+                stays the same as EnvRunners are added; ``num_minibatches`` stays, so a
+                minibatch grows with n and an update's sequential gradient steps do not.
+                1024 on one EnvRunner is the paper's n. None (default): n is
+                ``train_batch_size_per_learner`` x learners, whatever the EnvRunners
+                (docs/cluster_and_gpu.md, "Scale one trial").
             batch_multiple: B, PPO's batch in units of n (N = B*n). Default 2.
             max_policies: M_max, most batch ages the weight optimiser may use. Default 20.
             policy_weights: "optimal" (paper's convex programs), "uniform", or an explicit
@@ -250,7 +260,7 @@ class GePPOConfig(PPOConfig):
                 once per learner process (the time it took is logged); the Adam step stays
                 eager. True, False, or "auto" (default): a single learner, CPU or GPU,
                 compiles after its first 3,200 gradient steps (10 updates with the defaults),
-                so short runs never pay for compiling; with 2+ learners (DDP) it stays eager.
+                so short runs never pay for compiling; with 2+ learners it stays eager.
                 For the paper's 64x64 networks the compiled step measured 2x to 3x faster than
                 eager on CPU (compiling took 3 to 15 s on 2 cores) and 3.1x on an H100
                 (docs/speed.md). Where compiling fails the learner runs eagerly and logs one
@@ -301,6 +311,15 @@ class GePPOConfig(PPOConfig):
         shifted by the lag (docs/overlapped_sampling.md)."""
         nu = pw.with_lag(self.nu, lag) if self.lag_clip_rule == "bound" else self.nu
         return self.clip_param * pw.clip_multiple(nu)
+
+    @property
+    @override(PPOConfig)
+    def total_train_batch_size(self) -> int:
+        """n, new env steps per iteration with sample reuse: ``train_batch_size_per_env_runner``
+        x samplers where that is set, else RLlib's ``train_batch_size_per_learner`` x learners."""
+        if self.train_batch_size_per_env_runner is None:
+            return super().total_train_batch_size
+        return self.train_batch_size_per_env_runner * max(1, self.num_env_runners)
 
     @property
     def samples_per_iteration(self) -> int:
@@ -441,10 +460,13 @@ class GePPOConfig(PPOConfig):
                 "init_std_multiple", "> 0")
         require(self.grad_clip is None or (is_number(self.grad_clip) and self.grad_clip > 0),
                 "grad_clip", "None or > 0")
-        n = self.train_batch_size_per_learner
-        require(is_count(n, self.num_minibatches if is_count(self.num_minibatches, 1) else 1),
-                "train_batch_size_per_learner",
+        min_batch = self.num_minibatches if is_count(self.num_minibatches, 1) else 1
+        require(is_count(self.train_batch_size_per_learner, min_batch), "train_batch_size_per_learner",
                 f"an integer >= num_minibatches ({self.num_minibatches})")
+        require(self.train_batch_size_per_env_runner is None
+                or is_count(self.train_batch_size_per_env_runner, min_batch),
+                "train_batch_size_per_env_runner",
+                f"None or an integer >= num_minibatches ({self.num_minibatches})")
         try:
             self.nu
         except ValueError as err:

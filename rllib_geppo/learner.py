@@ -2,21 +2,22 @@
 
 The Algorithm calls ``LearnerGroup.update(batch=..., timesteps={UPDATE_INPUTS: inputs})`` once
 per iteration with every stored sample, laid out as trajectory segments
-(:mod:`rllib_geppo.core.segments`), one shard per learner. :meth:`GePPOLearner.update` then,
-on the learner's device:
+(:mod:`rllib_geppo.core.segments`); every learner gets all of them. :meth:`GePPOLearner.update`
+then, on the learner's device:
 
 1. sets the policy lr of this update;
-2. evaluates pi_k and the critic on the whole shard and computes V-trace advantages, value
+2. evaluates pi_k and the critic on the whole store and computes V-trace advantages, value
    targets and sample weights (:mod:`rllib_geppo.core.targets`), once, before any gradient step;
 3. runs ``num_epochs`` x ``minibatches_per_epoch`` gradient steps on slices of those tensors
-   (the loss: ``GePPOTorchLearner.minibatch_losses``);
-4. measures TV, clip fraction, KL and entropy over the shard after the last step;
+   (the loss: ``GePPOTorchLearner.minibatch_losses``), with several learners each on its slice
+   of every global minibatch (:mod:`rllib_geppo.core.minibatches`);
+4. measures TV, clip fraction, KL and entropy over the store after the last step;
 5. installs the observation statistics the next policy samples with.
 
 It takes the place of RLlib's generic update loop, which would run a learner-connector pass over
 all stored episodes (M times the new data) and wrap each minibatch in batch objects and metrics.
-Multiple learners (DDP), GPUs and checkpoints work as for any RLlib Learner: each learner takes
-the same number of steps, and the module, optimizer and ``weights_seq_no`` are RLlib's.
+Multiple learners, GPUs and checkpoints work as for any RLlib Learner: the learners take the
+steps one learner would, and the module, optimizer and ``weights_seq_no`` are RLlib's.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class GePPOLearner(Learner):
     @override(Learner)
     def update(self, batch: MultiAgentBatch | None = None, *, training_data: TrainingData | None = None,
                timesteps: dict[str, Any] | None = None, **kwargs) -> ResultDict:
-        """One GePPO update over this learner's shard of the store.
+        """One GePPO update over the store (several learners: each on its slice of every minibatch).
 
         ``timesteps[UPDATE_INPUTS]`` holds the Algorithm's :class:`UpdateInputs`; RLlib's
         ``num_epochs``/``minibatch_size`` keywords are not used (the inputs fix the steps).

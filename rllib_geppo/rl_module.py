@@ -158,8 +158,7 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
 
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        # Values go through forward_train too, so that a DDP-wrapped module (2+ learners)
-        # sees every parameter in one forward pass and averages all gradients.
+        # Values go through forward_train too: one forward pass gives the loss all it needs.
         return {**self._forward(batch), Columns.VF_PREDS: self.compute_values(batch)}
 
     @override(ValueFunctionAPI)

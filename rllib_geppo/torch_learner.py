@@ -22,16 +22,19 @@ from typing import Any
 
 import numpy as np
 import torch
+from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.rllib.utils.typing import ModuleID
 
 from rllib_geppo.core import objective
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.adam import adam_step_if
 from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
-from rllib_geppo.core.gradients import clip_and_check
+from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
+from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
 from rllib_geppo.core.targets import update_targets
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner import OPTIMIZER, GePPOLearner
@@ -60,7 +63,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         distributed = self.config.num_learners > 1
         self._compile_after = resolve_compile(self.config.compile_learner, distributed=distributed)
         if self.config.compile_learner is True and distributed:
-            logger.warning("compile_learner=True: with %d learners (DDP) GePPO's gradient step runs "
+            logger.warning("compile_learner=True: with %d learners GePPO's gradient step runs "
                            "eagerly; it compiles for a single learner only.", self.config.num_learners)
         self._gradient_steps: dict[ModuleID, CompiledStep] = {}
 
@@ -76,6 +79,23 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
         self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
                                 params=policy_params + value_params, lr_or_lr_schedule=None)
+
+    @override(TorchLearner)
+    def set_state(self, state: dict[str, Any]) -> None:
+        # RLlib's Learner skips module weights older than its own (but adopts their version and
+        # optimizer state): a restore into a live learner must take them all.
+        older = 0 < state.get(WEIGHTS_SEQ_NO, 0) <= self._weights_seq_no
+        super().set_state(state)
+        if older and COMPONENT_RL_MODULE in state:
+            self.module.set_state(state[COMPONENT_RL_MODULE])
+        # RLlib makes the restored Adam moments tensors over the state's numpy arrays, which
+        # Ray's object store shares between the learners of a node: they would all step on
+        # the same memory. Each learner takes its own copy.
+        for module_id in self.module.keys():
+            optimizer = self.get_optimizer(module_id, OPTIMIZER)
+            for param, moments in optimizer.state.items():
+                optimizer.state[param] = {name: value.clone() if torch.is_tensor(value) else value
+                                          for name, value in moments.items()}
 
     @override(GePPOLearner)
     def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
@@ -118,38 +138,56 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
 
     def run_epochs(self, module_id: ModuleID, data: dict[str, Tensor],
                    inputs: UpdateInputs) -> tuple[dict[str, float], int]:
-        """``num_epochs`` passes of ``minibatches_per_epoch`` equal minibatches over ``data``
-        (a fresh shuffle per epoch; the remainder of a pass sits it out)."""
+        """``num_epochs`` passes of ``minibatches_per_epoch`` equal global minibatches over
+        ``data`` (:mod:`rllib_geppo.core.minibatches`: a shuffle per epoch shared by all
+        learners, advantages standardised per global minibatch, this learner's slice of each)."""
+        rank, num_learners = self.data_parallel_rank()
         rows = len(data[C.ADVANTAGES])
-        steps = min(inputs.minibatches_per_epoch, rows)
-        size = rows // steps
+        steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch, num_learners)
+        mine = learner_slice(size, rank, num_learners)
+        weight_scale = slice_weight_scale(size, rank, num_learners)
         sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
         clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
         skipped = torch.zeros((), device=self.device)
-        for _ in range(self.config.num_epochs):
-            order = (torch.randperm(rows, device=self.device) if self.config.shuffle_batch_per_epoch
-                     else torch.arange(rows, device=self.device))
-            epoch = {name: data[name][order] for name in _MINIBATCH_COLUMNS}
-            for start in range(0, steps * size, size):
-                minibatch = {name: column[start:start + size] for name, column in epoch.items()}
+        for order in epoch_orders(rows, self.config.num_epochs, seed=inputs.shuffle_seed,
+                                  shuffle=self.config.shuffle_batch_per_epoch, device=self.device):
+            epoch = {name: data[name][order[:steps * size]].unflatten(0, (steps, size))
+                     for name in _MINIBATCH_COLUMNS}
+            epoch[C.ADVANTAGES] = objective.standardize_advantages(
+                epoch[C.ADVANTAGES], epoch[C.CENTER], epoch[C.SAMPLE_WEIGHTS])
+            if num_learners > 1:
+                epoch = {name: column[:, mine].contiguous() for name, column in epoch.items()}
+                epoch[C.SAMPLE_WEIGHTS] *= weight_scale
+            for step in range(steps):
+                minibatch = {name: column[step] for name, column in epoch.items()}
                 losses, finite = self.minibatch_step(module_id, minibatch, clip_eps)
                 sums += torch.where(finite, losses, 0.0)
                 skipped += ~finite
         total, skipped = self.config.num_epochs * steps, int(skipped)
         policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
         return ({"policy_loss": policy_loss, "vf_loss": vf_loss, "policy_grad_norm": grad_norm,
-                 "num_skipped_steps": skipped, "num_gradient_steps": total}, total * size)
+                 "num_skipped_steps": skipped, "num_gradient_steps": total},
+                total * (mine.stop - mine.start))
+
+    def data_parallel_rank(self) -> tuple[int, int]:
+        """``(rank, number of learners)`` of this learner among those that average their
+        gradients; ``(0, 1)`` for a single learner."""
+        if not self.distributed:
+            return 0, 1
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
     def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor,
                          params: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
         objective (negated, less ``entropy_coeff`` times the weighted entropy) and the weighted
         value regression; with ``params`` (by name), the module's forward pass uses those."""
-        module = self.module[module_id]  # DDP-wrapped with 2+ learners: gradients are averaged
+        # The module itself, never RLlib's DDP wrapper: several learners average their
+        # gradients explicitly (_backward_gradients).
+        module = self.module[module_id].unwrapped()
         batch = {Columns.OBS: minibatch[C.OBS]}
         out = (module.forward_train(batch) if params is None
-               else torch.func.functional_call(module.unwrapped(), params, (batch,)))
-        dist = module.unwrapped().get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+               else torch.func.functional_call(module, params, (batch,)))
+        dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
         entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
             logp=dist.logp(minibatch[C.ACTIONS]),
@@ -213,13 +251,18 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
 
     def _backward_gradients(self, module_id: ModuleID, minibatch: dict[str, Tensor],
                             clip_eps: Tensor) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
-        # The eager step: loss.backward() (through DDP's averaging hooks with 2+ learners).
+        # The eager step: loss.backward(); with several learners, their mean losses and gradients.
         policy_group, value_group = self.get_optimizer(module_id, OPTIMIZER).param_groups
         for p in [*policy_group["params"], *value_group["params"]]:
             p.grad = None
         losses = self.minibatch_losses(module_id, minibatch, clip_eps)
         sum(losses).backward()
-        return self._clip_and_check(losses, _grads(policy_group["params"]), _grads(value_group["params"]))
+        policy_grads, value_grads = _grads(policy_group["params"]), _grads(value_group["params"])
+        if self.distributed:
+            averaged = mean_over_learners([*losses, *policy_grads, *value_grads])
+            losses, policy_grads, value_grads = (averaged[:len(losses)], averaged[len(losses):-len(value_grads)],
+                                                 averaged[-len(value_grads):])
+        return self._clip_and_check(losses, policy_grads, value_grads)
 
     def _clip_and_check(self, losses, policy_grads, value_grads):
         return clip_and_check(losses, policy_grads, value_grads, grad_clip=self.config.grad_clip,

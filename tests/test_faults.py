@@ -148,7 +148,7 @@ def test_a_non_finite_step_is_skipped_and_leaves_weights_and_adam_unchanged():
     from rllib_geppo.core.update_inputs import UpdateInputs
 
     inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={0: 1.0}, reward_scale=1.0,
-                          obs_mean=np.zeros(3), obs_std=np.ones(3), minibatches_per_epoch=1)
+                          obs_mean=np.zeros(3), obs_std=np.ones(3), minibatches_per_epoch=1, shuffle_seed=0)
     data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
     _, finite = learner.minibatch_step(DEFAULT_MODULE_ID, data, 0.1)  # one good step: Adam has state
     assert finite

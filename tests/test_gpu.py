@@ -57,7 +57,7 @@ def hopper_layout(seed: int = 0) -> dict:
 
 INPUTS = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={5: 0.5, 6: 1.0, 7: 1.5},
                       reward_scale=3.0, obs_mean=np.full(11, 0.1, np.float32),
-                      obs_std=np.full(11, 2.0, np.float32), minibatches_per_epoch=1)
+                      obs_std=np.full(11, 2.0, np.float32), minibatches_per_epoch=1, shuffle_seed=0)
 
 
 def test_vtrace_on_cuda_equals_cpu():

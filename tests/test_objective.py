@@ -77,6 +77,13 @@ def test_standardization_centres_ratio_weighted_advantages():
     torch.testing.assert_close(plain, (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8))
 
 
+def test_standardization_over_the_last_dimension_is_per_minibatch():
+    g = torch.Generator().manual_seed(3)
+    adv, center, w = torch.randn(3, 50, generator=g), torch.rand(3, 50, generator=g) + 0.5, torch.rand(3, 50, generator=g)
+    rows = torch.stack([standardize_advantages(adv[i], center[i], w[i]) for i in range(3)])
+    torch.testing.assert_close(standardize_advantages(adv, center, w), rows)
+
+
 def test_tv_estimate_converges_to_exact_gaussian_tv():
     # mu = pi_k = N(0, 1), pi = N(0.5, 1): TV = 2*Phi(0.25) - 1.
     g = torch.Generator().manual_seed(0)
@@ -118,8 +125,9 @@ def test_geppo_losses_standardise_then_weight():
     # clip range d(loss)/d(logp_i) = -w_i A'_i / 2 = [0.75, -0.75].
     logp, zeros, ones = torch.zeros(2, requires_grad=True), torch.zeros(2), torch.ones(2)
     weights = torch.tensor([1.5, 0.5])
+    advantages = standardize_advantages(torch.tensor([1.0, 2.0]), ones, weights)
     policy, value = geppo_losses(logp=logp, behaviour_logp=zeros, center=ones,
-                                 advantages=torch.tensor([1.0, 2.0]), values=torch.tensor([0.0, 1.0]),
+                                 advantages=advantages, values=torch.tensor([0.0, 1.0]),
                                  value_targets=torch.tensor([2.0, 1.0]), weights=weights, clip_eps=0.1)
     policy.backward()
     torch.testing.assert_close(logp.grad, torch.tensor([0.75, -0.75]))
@@ -140,7 +148,7 @@ def test_entropy_bonus_is_subtracted_with_the_sample_weights():
     # loss drops by 0.15, d(loss)/dH = -0.1 * w / 2 = [-0.075, -0.025], the value loss stays.
     def losses(entropy_coeff, entropy=None):
         return geppo_losses(logp=torch.zeros(2), behaviour_logp=torch.zeros(2), center=torch.ones(2),
-                            advantages=torch.tensor([1.0, 2.0]), values=torch.tensor([0.0, 1.0]),
+                            advantages=torch.tensor([-1.0, 3.0]), values=torch.tensor([0.0, 1.0]),
                             value_targets=torch.tensor([2.0, 1.0]), weights=torch.tensor([1.5, 0.5]),
                             clip_eps=0.1, entropy=entropy, entropy_coeff=entropy_coeff)
 

@@ -23,7 +23,7 @@ from torch import nn
 from geppo_checks import METRICS, check_lr_rule, check_run_metrics
 from rllib_geppo import GePPO, GePPOConfig, GePPOTorchPolicy
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.objective import adapt_lr
+from rllib_geppo.core.objective import adapt_lr, standardize_advantages
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.training_step import batch_segments
@@ -83,7 +83,7 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
     layout = lay_out(chunks(np.random.default_rng(0)))
     inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={3: 0.8, 4: 1.3},
                           reward_scale=2.0, obs_mean=np.zeros(3), obs_std=np.ones(3),
-                          minibatches_per_epoch=1)
+                          minibatches_per_epoch=1, shuffle_seed=0)
 
     new = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
     policy.begin_update(inputs)
@@ -92,7 +92,10 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
         torch.testing.assert_close(old[key], new[key], rtol=1e-5, atol=1e-6, msg=key)
     assert (old[C.CENTER] - 1).abs().min() > 1e-3  # real V-trace traces
 
-    new_loss = sum(learner.minibatch_losses(DEFAULT_MODULE_ID, new, inputs.clip_eps))
+    # The new stack standardises the advantages of every minibatch of an epoch before its steps.
+    minibatch = {**new, C.ADVANTAGES: standardize_advantages(new[C.ADVANTAGES], new[C.CENTER],
+                                                             new[C.SAMPLE_WEIGHTS])}
+    new_loss = sum(learner.minibatch_losses(DEFAULT_MODULE_ID, minibatch, inputs.clip_eps))
     old_loss = sum(policy.loss(policy.model, policy.dist_class, old))
     torch.testing.assert_close(old_loss, new_loss, rtol=1e-5, atol=1e-7)
     if entropy_coeff:  # the old stack takes the bonus too: -c * mean(w * H) on top of c = 0's loss

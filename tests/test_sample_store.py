@@ -32,19 +32,6 @@ def test_layout_closes_each_segment_with_a_phantom_row():
     assert segments.num_steps(layout) == 5
 
 
-@pytest.mark.parametrize("num_shards", [1, 2, 3])
-def test_split_keeps_segments_whole_and_every_step_once(num_shards):
-    layout = lay_out([segment(n, 0, seed=n) for n in (5, 9, 4, 6, 8)])
-    shards = segments.split(layout, num_shards)
-    assert len(shards) == num_shards
-    for shard in shards:
-        assert not shard[C.LOSS_MASK][-1]  # ends with a phantom row
-    for name in layout:
-        np.testing.assert_array_equal(np.concatenate([s[name] for s in shards]), layout[name])
-    if num_shards == 2:  # 32 steps: the cut closest to 16 after whole segments is 18 / 14
-        assert [segments.num_steps(s) for s in shards] == [18, 14]
-
-
 def test_nonfinite_rewards_and_observations_are_located():
     assert describe_nonfinite(segment(4, 0)) is None
     bad = segment(4, 0)

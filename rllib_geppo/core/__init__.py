@@ -9,7 +9,8 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``targets`` | an update's advantages, value targets and sample weights from a laid-out batch |
 | ``policy_weights`` | nu from the paper's convex programs, clip multiple, ESS, lag |
 | ``sample_store`` | FIFO store of the last M batches, each tagged with its policy version |
-| ``segments`` | trajectory segments laid out end to end: building, checking, sharding |
+| ``segments`` | trajectory segments laid out end to end: building, joining, checking |
+| ``minibatches`` | an update's minibatches: shared shuffles, each learner's slice |
 | ``normalization`` | running statistics for observations and rewards |
 | ``columns`` | the names of batch columns |
 | ``update_inputs`` | what the Algorithm decides once per update for every learner |

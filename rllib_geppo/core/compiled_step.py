@@ -5,7 +5,7 @@ transform that ``torch.compile`` traces, so the forward pass, the loss, the back
 whatever the step does with the gradients (clip, finite check) compile into one function:
 a few large kernels instead of hundreds of small ones. :class:`CompiledStep` runs such a
 function compiled, or its eager twin (written with ``loss.backward()``, which is faster
-eagerly and works with DDP's gradient hooks), falling back to the twin for good if compiling
+eagerly), falling back to the twin for good if compiling
 fails. Shapes are traced as dynamic, so the store's growth during the first iterations (a
 larger minibatch each update) compiles nothing new; anything that changes between updates must
 come in as a tensor (the clip range does), not as a Python number, or it would recompile.
@@ -40,9 +40,9 @@ def resolve_compile(setting: bool | str, *, distributed: bool) -> int | None:
     after :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled
     step measured 2x to 3x faster than eager on CPU (``benchmarks/learner_step.py``, 2 cores;
     compiling took 3 to 15 s, repaid within about 10 to 60 updates) and 3.1x on an H100, where
-    an eager step is bound by kernel-launch latency. With 2+ learners (DDP) the step is always
-    eager: the compiled step computes its gradients functionally, out of reach of DDP's
-    averaging hooks.
+    an eager step is bound by kernel-launch latency. With 2+ learners the step is always
+    eager: their gradients are averaged between the backward pass and the clip, which the
+    compiled function holds together.
     """
     if setting not in COMPILE_SETTINGS or not isinstance(setting, (bool, str)):
         raise ValueError(f"compile_learner must be one of {COMPILE_SETTINGS}, got {setting!r}.")

@@ -1,5 +1,6 @@
-"""Clipping gradients and checking that a step is finite (both API stacks; by default only the
-policy's gradients are clipped, never the value function's).
+"""Clipping gradients, checking that a step is finite (both API stacks; by default only the
+policy's gradients are clipped, never the value function's), and averaging losses and gradients
+over several learners.
 
 Pure torch; no Ray.
 """
@@ -83,3 +84,18 @@ def clip_and_check(losses: Sequence[Tensor], policy_grads: Sequence[Tensor], val
         policy_grads, value_grads, value_norm = both[:len(policy_grads)], both[len(policy_grads):], policy_norm
     stats = torch.stack([*(loss.detach() for loss in losses), policy_norm])
     return stats, torch.isfinite(stats.sum() + value_norm), policy_grads, value_grads
+
+
+def mean_over_learners(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """Each tensor averaged over the learners of torch's default process group, in one
+    all-reduce (of all of them flattened into one vector). Returns new tensors, shaped as given.
+
+    Several learners average their losses and gradients with this before the clip and the
+    finite check, so that every learner clips the same gradient, makes the same decision and
+    takes the same step.
+    """
+    tensors = list(tensors)
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    torch.distributed.all_reduce(flat)
+    flat /= torch.distributed.get_world_size()
+    return [part.view_as(t) for part, t in zip(torch.split(flat, [t.numel() for t in tensors]), tensors)]

@@ -30,7 +30,9 @@ def ratio(logp: Tensor, behaviour_logp: Tensor) -> Tensor:
 
 
 def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) -> Tensor:
-    """Standardise advantages so that the update's starting point ``center * w * A`` has mean 0.
+    """Standardise advantages so that the update's starting point ``center * w * A`` has mean 0,
+    over the last dimension (a minibatch; ``[steps, rows]`` standardises each of ``steps``
+    minibatches at once).
 
     In the off-policy setting the quantity with zero expectation under the behaviour data is
     ``(pi_k / mu) * A`` (paper Appendix C), so the mean is ``mean(r w A) / mean(r w)`` and the
@@ -39,8 +41,8 @@ def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) 
     """
     with torch.no_grad():
         rwa = center * weights * advantages
-        mean = rwa.mean() / (center * weights).mean()
-        std = rwa.std(unbiased=False) + ADV_STD_EPS
+        mean = rwa.mean(-1, keepdim=True) / (center * weights).mean(-1, keepdim=True)
+        std = rwa.std(-1, unbiased=False, keepdim=True) + ADV_STD_EPS
     return (advantages - mean) / std
 
 
@@ -83,16 +85,16 @@ def geppo_losses(
     entropy: Tensor | None = None,
     entropy_coeff: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
-    """One minibatch's ``(policy_loss, value_loss)``: advantages standardised over the minibatch,
-    then :func:`clipped_surrogate_loss` with rho = pi_theta / mu, less ``entropy_coeff`` times
-    :func:`entropy_bonus`, and :func:`value_loss`.
+    """One minibatch's ``(policy_loss, value_loss)``: :func:`clipped_surrogate_loss` with
+    rho = pi_theta / mu, less ``entropy_coeff`` times :func:`entropy_bonus`, and :func:`value_loss`.
 
+    ``advantages`` are standardised over the minibatch already (:func:`standardize_advantages`;
+    with several learners, over the global minibatch each holds a slice of).
     ``logp`` is log pi_theta(a|s) with gradient; ``center`` is pi_k / mu (:func:`ratio`);
     ``entropy`` is H(pi_theta(.|s)) per sample with gradient, needed only when ``entropy_coeff``
     (>= 0, default 0: no bonus) is not 0; the other arguments are as in
     :func:`clipped_surrogate_loss` and :func:`value_loss`.
     """
-    advantages = standardize_advantages(advantages, center, weights)
     policy_loss = clipped_surrogate_loss(ratio(logp, behaviour_logp), center, advantages, weights, clip_eps)
     if entropy_coeff:
         if entropy is None:

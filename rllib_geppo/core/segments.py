@@ -157,29 +157,6 @@ def concatenate(layouts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarra
     return {name: np.concatenate([layout[name] for layout in layouts]) for name in layouts[0]}
 
 
-def split(layout: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:
-    """Split a layout at segment boundaries into ``num_shards`` layouts of about equal steps.
-
-    Segments are never cut (a cut would change the V-trace targets), so shards differ by up to
-    one segment's length.
-    """
-    ends = np.flatnonzero(~layout[C.LOSS_MASK]) + 1  # row after each phantom row
-    steps_before = np.cumsum(layout[C.LOSS_MASK])[ends - 1]  # real steps up to each segment end
-    total = steps_before[-1]
-    if num_shards > len(ends):
-        raise ValueError(f"cannot split {len(ends)} segments into {num_shards} shards.")
-    # Close shard j at the first segment end that reaches j/num_shards of the steps.
-    bounds = [0]
-    for j in range(1, num_shards):
-        target = total * j / num_shards
-        idx = int(np.searchsorted(steps_before, target))
-        # Every shard keeps at least one segment.
-        idx = min(max(idx, len(bounds) - 1), len(ends) - (num_shards - j))
-        bounds.append(int(ends[idx]))
-    bounds.append(len(layout[C.LOSS_MASK]))
-    return [{name: column[a:b] for name, column in layout.items()} for a, b in zip(bounds, bounds[1:])]
-
-
 def describe_nonfinite(segment: Segment) -> str | None:
     """Where the first non-finite reward or observation of ``segment`` is, as stored, or None.
 

@@ -32,8 +32,10 @@ class UpdateInputs:
             that the policy that samples next is the updated one, statistics included.
         obs_stats_before_update: install them before the update as well (the first update,
             with ``obs_stats_warm_start``).
-        minibatches_per_epoch: gradient steps per epoch; the same on every learner, so that
-            learners synchronising gradients (DDP) take the same number of steps.
+        minibatches_per_epoch: gradient steps per epoch (:func:`~rllib_geppo.core.minibatches.minibatch_shape`).
+        shuffle_seed: seed of this update's minibatch shuffles, the same for every learner, so
+            that learners averaging their gradients slice the same global minibatches
+            (:mod:`rllib_geppo.core.minibatches`).
     """
 
     policy_lr: float
@@ -43,4 +45,5 @@ class UpdateInputs:
     obs_mean: np.ndarray
     obs_std: np.ndarray
     minibatches_per_epoch: int
+    shuffle_seed: int
     obs_stats_before_update: bool = False

@@ -158,7 +158,8 @@ class GePPOTorchPolicy(TorchPolicyV2):
             logp=dist.logp(train_batch[C.ACTIONS]),
             behaviour_logp=train_batch[C.BEHAVIOUR_LOGP],
             center=train_batch[C.CENTER],
-            advantages=train_batch[C.ADVANTAGES],
+            advantages=objective.standardize_advantages(
+                train_batch[C.ADVANTAGES], train_batch[C.CENTER], train_batch[C.SAMPLE_WEIGHTS]),
             values=model.value_function(),
             value_targets=train_batch[C.VALUE_TARGETS],
             weights=train_batch[C.SAMPLE_WEIGHTS],

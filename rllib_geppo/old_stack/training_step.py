@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from ray.rllib.utils.metrics import (
@@ -36,6 +35,7 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.learner_info import LEARNER_STATS_KEY
 from ray.rllib.utils.typing import ResultDict
 
+from rllib_geppo.core.minibatches import epoch_orders, minibatch_shape
 from rllib_geppo.core.segments import Segment
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy
@@ -118,11 +118,9 @@ def _update_policy(algo: GePPO, policy: GePPOTorchPolicy, inputs: UpdateInputs) 
         policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
     batch = policy.compute_targets(algo.store.update_layout(), inputs)
     rows = len(batch)
-    steps = min(inputs.minibatches_per_epoch, rows)
-    size = rows // steps
-    for _ in range(algo.config.num_epochs):
-        order = (torch.randperm(rows, device=policy.device) if algo.config.shuffle_batch_per_epoch
-                 else torch.arange(rows, device=policy.device))
+    steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch)
+    for order in epoch_orders(rows, algo.config.num_epochs, seed=inputs.shuffle_seed,
+                              shuffle=algo.config.shuffle_batch_per_epoch, device=policy.device):
         for start in range(0, steps * size, size):
             minibatch = order[start:start + size]
             fetches = policy.learn_on_batch(SampleBatch({k: v[minibatch] for k, v in batch.items()}))
