@@ -8,9 +8,8 @@ stack (``GePPOTorchPolicy``) is imported only when asked for.
 import ray
 from ray.tune.registry import register_trainable
 
-from rllib_geppo.algorithm import GePPO
+from rllib_geppo.geppo import GePPO, GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
-from rllib_geppo.config import GePPOConfig
 
 __version__ = "0.8.0"
 __all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
-from rllib_geppo.tools import report
-from rllib_geppo.tools.cli import main
+from rllib_geppo.report import main as report
+from rllib_geppo.cli.main import main
 
 pytest.importorskip("stable_baselines3")
 
@@ -89,7 +89,7 @@ def test_unknown_sb3_setting_is_rejected_before_ray_starts(tmp_path, capsys):
 MISSING_SB3 = """
 import sys
 sys.modules["stable_baselines3"] = None  # importing it now raises ImportError
-from rllib_geppo.tools.cli import main
+from rllib_geppo.cli.main import main
 raise SystemExit(main(["train", "file", sys.argv[1], "--dry-run"]))
 """
 

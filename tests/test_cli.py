@@ -16,7 +16,7 @@ import pytest
 import ray
 import yaml
 
-from rllib_geppo.tools.cli import main
+from rllib_geppo.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 # The tuned examples, and the files that made the studies under docs/results.

@@ -17,8 +17,8 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig, env_runner_pipelines
-from rllib_geppo import config as config_module
-from rllib_geppo.config import UNUSED_SETTINGS
+from rllib_geppo import geppo as config_module
+from rllib_geppo.geppo import UNUSED_SETTINGS
 
 RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
 

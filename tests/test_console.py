@@ -11,9 +11,9 @@ import pytest
 import ray.cloudpickle
 from ray.tune.registry import register_env
 
-from rllib_geppo.tools.cli import main
-from rllib_geppo.tools.progress import progress_line
-from rllib_geppo.tools.quiet import _LineFilter
+from rllib_geppo.cli.main import main
+from rllib_geppo.cli.progress import progress_line
+from rllib_geppo.cli.quiet import _LineFilter
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

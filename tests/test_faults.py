@@ -22,11 +22,11 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
 from rllib_geppo import GePPO, GePPOConfig, result_schema
-from rllib_geppo.algorithm import NonFiniteDataError
+from rllib_geppo.geppo import NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
 from rllib_geppo.env_runner import GePPOEnvRunner
-from rllib_geppo.tools.cli import main
+from rllib_geppo.cli.main import main
 
 # The environments below are defined here: ship them to Ray's workers by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -468,7 +468,7 @@ def test_a_reward_beyond_float32_is_non_finite():
 def test_a_huge_finite_reward_gets_one_warning_naming_step_and_episode(caplog):
     algo = reward_config(1e30, at=600).build_algo()
     try:
-        with caplog.at_level(logging.WARNING, logger="rllib_geppo.algorithm"):
+        with caplog.at_level(logging.WARNING, logger="rllib_geppo.geppo"):
             results = [algo.train() for _ in range(4)]
         warnings = [r.message for r in caplog.records if "reward scale" in r.message]
         assert len(warnings) == 1, warnings

@@ -22,10 +22,10 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from rllib_geppo.tools import report, report_paper
-from rllib_geppo.tools.experiment_file import load_experiments, resolve_trials
-from rllib_geppo.tools.report_plots import ReturnsPanel, returns_figure
-from rllib_geppo.tools.report_stats import (
+from rllib_geppo.report import main as report, paper as report_paper
+from rllib_geppo.cli.experiment_file import load_experiments, resolve_trials
+from rllib_geppo.report.plots import ReturnsPanel, returns_figure
+from rllib_geppo.report.stats import (
     Row,
     Run,
     band,

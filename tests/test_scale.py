@@ -18,7 +18,7 @@ from ray.rllib.utils.metrics import NUM_MODULE_STEPS_TRAINED
 
 from geppo_checks import METRICS
 from rllib_geppo import GePPOConfig
-from rllib_geppo.algorithm import COMPONENT_GEPPO
+from rllib_geppo.geppo import COMPONENT_GEPPO
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.minibatches import learner_slice, minibatch_shape
 

@@ -3,7 +3,7 @@
 Each check raises :class:`UserError` (exit code 2, one message) for a run that would otherwise
 hang or fail late: a `--address` where nothing listens, a trial that asks for more CPUs or GPUs
 than the cluster has (Tune would keep it PENDING forever), and a `--resume` of a run that does
-not exist. The checks of the file itself are in :mod:`rllib_geppo.tools.experiment_file`.
+not exist. The checks of the file itself are in :mod:`rllib_geppo.cli.experiment_file`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rllib_geppo.tools.experiment_file import (
+from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
     UserError,
     quiet_rllib,

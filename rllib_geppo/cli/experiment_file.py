@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, SB3PPOSettings, import_sb3
-from rllib_geppo.tools.result_keys import RETURN_KEY, STEPS_KEY
+from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
 def _check_spaces(spec: ExperimentSpec, trials: list[dict[str, Any]]) -> None:
     """GePPO's spaces check (:func:`rllib_geppo.rl_module.check_spaces`, which the algorithm
     makes in each trial's setup), here before Ray starts: each distinct env is made once."""
-    from rllib_geppo import GePPO
+    from rllib_geppo.geppo import GePPO
     from rllib_geppo.rl_module import check_spaces
 
     if not issubclass(algorithm_class(spec.run, spec.where()), GePPO):
@@ -301,7 +301,7 @@ def env_spaces(env: str, env_config: dict[str, Any], where: str) -> tuple[Any, A
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.env.env_context import EnvContext
 
-    from rllib_geppo import GePPOConfig
+    from rllib_geppo.geppo import GePPOConfig
 
     try:
         # RLlib's own lookup: a Tune-registered name, a class path or a gymnasium id.
@@ -364,7 +364,7 @@ def algorithm_class(name: str, where: str) -> type:
     if name in ALGORITHMS:
         cls = ALGORITHMS[name]()[0]
     elif name == "GePPO":  # Tune's registry forgets it between Ray sessions of one process
-        from rllib_geppo import GePPO
+        from rllib_geppo.geppo import GePPO
 
         cls = GePPO
     elif _global_registry.contains(TRAINABLE_CLASS, name):
@@ -668,8 +668,8 @@ def _unreported_key_hint(key: str) -> str | None:
 @contextmanager
 def quiet_fds() -> Iterator[None]:
     """Everything written to file descriptors 1 and 2 during the block (C libraries' prints
-    too) goes to stderr afterwards, less the lines of :data:`~rllib_geppo.tools.quiet.KNOWN_NOISE`."""
-    from rllib_geppo.tools.quiet import is_noise
+    too) goes to stderr afterwards, less the lines of :data:`~rllib_geppo.cli.quiet.KNOWN_NOISE`."""
+    from rllib_geppo.cli.quiet import is_noise
 
     with tempfile.TemporaryFile() as captured:
         sys.stdout.flush()

@@ -5,15 +5,15 @@ trials by environment and variant, aligns their curves on env steps and writes i
 ``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``returns.png`` and, when
 any trial logged it, ``tv.png``. With ``--paper``, ``table.md`` opens with the paper's Table 1
 beside ours (also in ``paper.csv``) and the return curves mark the paper's final returns
-(:mod:`rllib_geppo.tools.report_paper`).
+(:mod:`rllib_geppo.report.paper`).
 
 Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
 ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without
 it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO",
 Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its name.
 
-The arithmetic lives in :mod:`rllib_geppo.tools.report_stats`, the drawing in
-:mod:`rllib_geppo.tools.report_plots`; this module reads files, decides which trials count and writes.
+The arithmetic lives in :mod:`rllib_geppo.report.stats`, the drawing in
+:mod:`rllib_geppo.report.plots`; this module reads files, decides which trials count and writes.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from rllib_geppo.tools import report_paper
-from rllib_geppo.tools import report_stats as stats
-from rllib_geppo.tools.result_keys import (
+from rllib_geppo.report import paper as report_paper
+from rllib_geppo.report import stats
+from rllib_geppo.result_keys import (
     EVALUATION_PREFIX,
     EVALUATION_RETURN_KEY,
     OLD_STACK_PREFIX,
@@ -49,7 +49,7 @@ from rllib_geppo.tools.result_keys import (
     TV_TARGET_KEY,
     lookup,
 )
-from rllib_geppo.tools.report_plots import (
+from rllib_geppo.report.plots import (
     ReturnsPanel,
     TimePanel,
     TVPanel,
@@ -57,8 +57,8 @@ from rllib_geppo.tools.report_plots import (
     returns_vs_time_figure,
     tv_figure,
 )
-from rllib_geppo.tools.report_paper import PaperRow
-from rllib_geppo.tools.report_stats import Array, Row, Run
+from rllib_geppo.report.paper import PaperRow
+from rllib_geppo.report.stats import Array, Row, Run
 
 logger = logging.getLogger(__name__)
 
@@ -712,7 +712,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rllib_geppo.tools.report``."""
+    """``python -m rllib_geppo.report.main``."""
     parser = argparse.ArgumentParser(prog="rllib-geppo report",
                                      description=__doc__.split("\n\n")[0])
     add_report_arguments(parser)

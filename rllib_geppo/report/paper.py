@@ -6,7 +6,7 @@ env steps GePPO needs to reach PPO's final return, on six MuJoCo v3 tasks of Ope
 steps, 5 seeds. This package runs gymnasium's v5 tasks, so rows are matched on the task name
 (``Hopper-v5`` to the paper's ``Hopper-v3``) and the version stays in the env column.
 
-Pure arithmetic on :class:`~rllib_geppo.tools.report_stats.Row`; no I/O.
+Pure arithmetic on :class:`~rllib_geppo.report.stats.Row`; no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rllib_geppo.tools.report_stats import Row, improvement_pct
+from rllib_geppo.report.stats import Row, improvement_pct
 
 #: Env steps at which the paper reads "final"; its averages run over [0, PAPER_BUDGET].
 PAPER_BUDGET = 1_000_000

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from rllib_geppo.tools.report_stats import Array, Band
+from rllib_geppo.report.stats import Array, Band
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
 _KNOWN_COLORS = {"GePPO": "tab:blue", "PPO": "tab:orange", "PPO-Adapt": "tab:green",

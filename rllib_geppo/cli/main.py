@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 
-from rllib_geppo.tools.checkpoints import ResumeFromIntact, check_run_checkpoints
-from rllib_geppo.tools.experiment_file import (
+from rllib_geppo.cli.checkpoints import ResumeFromIntact, check_run_checkpoints
+from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
     UserError,
     trainable,
@@ -35,16 +35,16 @@ from rllib_geppo.tools.experiment_file import (
     to_algorithm_config,
     validate_experiment,
 )
-from rllib_geppo.tools.preflight import (
+from rllib_geppo.cli.preflight import (
     check_cluster_resources,
     check_reachable,
     check_resources,
     check_resume,
     machine_cpus,
 )
-from rllib_geppo.tools.progress import BestReturns, BudgetReporter
-from rllib_geppo.tools.quiet import QuietConsole, quiet_console
-from rllib_geppo.tools.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
+from rllib_geppo.cli.progress import BestReturns, BudgetReporter
+from rllib_geppo.cli.quiet import QuietConsole, quiet_console
+from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
 log = logging.getLogger(__name__)
 
@@ -332,9 +332,9 @@ def resume_command(args: argparse.Namespace, run_name: str) -> str:
 def report_command(argv: Sequence[str]) -> int:
     """`report`: imported lazily, so that `train` never pays for plotting libraries."""
     try:
-        from rllib_geppo.tools import report
+        from rllib_geppo.report import main as report
     except ModuleNotFoundError as e:
-        if e.name == "rllib_geppo.tools.report":
+        if e.name == "rllib_geppo.report.main":
             raise UserError("the report command is not available in this installation.")
         raise UserError(f"the report command needs '{e.name}': pip install 'rllib-geppo[report]'.")
     parser = argparse.ArgumentParser(prog=f"{_prog()} report")

@@ -19,7 +19,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from rllib_geppo.tools.experiment_file import UserError
+from rllib_geppo.cli.experiment_file import UserError
 
 log = logging.getLogger(__name__)
 
