@@ -68,7 +68,7 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     algo = GePPO.from_checkpoint(args.checkpoint)
     try:
-        trajectories = segments.join_episodes([s for b in algo.store.batches for s in b.segments])
+        trajectories = segments.join_episodes([s for b in algo.module_state().store.batches for s in b.segments])
         joined = advantages(algo, segments.lay_out(trajectories))
         scale = joined.std()
         gamma = algo.config.gamma

@@ -1,7 +1,8 @@
 """GePPO (Generalized Proximal Policy Optimization with Sample Reuse) for Ray RLlib.
 
 Importing this package registers "GePPO" (and the Stable-Baselines3 baseline "SB3PPO") with Ray
-Tune, so ``tune.Tuner("GePPO", ...)`` works, in every Ray session of the process. The old API
+Tune, so ``tune.Tuner("GePPO", ...)`` works, in every Ray session of the process, and MinAtar's
+games with gymnasium ("MinAtar/Breakout-v1", ...; :mod:`rllib_geppo.examples.minatar`). The old API
 stack (``GePPOTorchPolicy``) is imported only when asked for.
 """
 
@@ -10,6 +11,7 @@ from ray.tune.registry import register_trainable
 
 from rllib_geppo.geppo import GePPO, GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
+from rllib_geppo.examples.minatar import register_minatar
 
 __version__ = "0.8.0"
 __all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]
@@ -29,6 +31,7 @@ def _register_with_tune() -> None:
 
 
 _register_with_tune()
+register_minatar()  # gymnasium ids "MinAtar/<Game>-v1", made only when used
 # Tune keeps registrations in the Ray session's key-value store, so a second ray.init() in the
 # same process (after ray.shutdown()) would not know "GePPO": register again whenever Ray starts,
 # through the hook Tune's own registry uses.

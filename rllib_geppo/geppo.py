@@ -34,18 +34,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Collection, Sequence
 
+import gymnasium as gym
 import numpy as np
 import ray
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
+from ray.rllib.connectors.common.flatten_observations import FlattenObservations
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.env.env_context import EnvContext
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.policy import Policy
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import NotProvided
+from ray.tune.registry import ENV_CREATOR, _global_registry, register_env
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     ENV_RUNNER_SAMPLING_TIMER,
@@ -62,27 +64,20 @@ from rllib_geppo.core import policy_weights as pw
 from rllib_geppo.core import segments
 from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
 from rllib_geppo.core.gradients import CLIP_BY, CLIP_SCOPES
-from rllib_geppo.core.normalization import (
-    RunningMeanStd,
-    RunningReturns,
-    discounted_returns_to_go,
-    scale_change,
-)
+from rllib_geppo.core.module_state import REWARD_SCALINGS, ModuleState
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
-from rllib_geppo.core.sample_store import SampleStore
 from rllib_geppo.core.segments import Segment, describe_nonfinite
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
 from rllib_geppo.env_runner_pipelines import lean
-from rllib_geppo.episode_segments import episode_segment
-from rllib_geppo.rl_module import GePPOTorchRLModule, check_spaces
+from rllib_geppo.episode_segments import segments_by_module
+from rllib_geppo.module_spaces import check_module_spaces, trained_modules
+from rllib_geppo.rl_module import GePPOTorchRLModule, normalizes_observations
 
 logger = logging.getLogger(__name__)
 
 #: What to do with an episode chunk holding a NaN or infinite reward or observation.
 NONFINITE_DATA = ("error", "drop")
-#: Which discounted return's std scales the rewards (core.normalization).
-REWARD_SCALINGS = ("returns_to_go", "running_return")
 #: How the clip range follows a sampling lag (docs/overlapped_sampling.md).
 LAG_CLIP_RULES = ("unlagged", "bound")
 
@@ -117,6 +112,13 @@ UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
     "_learner_connector": (None, _NO_LEARNER_CONNECTOR),
     "add_default_connectors_to_learner_pipeline": (True, _NO_LEARNER_CONNECTOR),
 }
+
+
+def _needs_flattening(space, multi_agent: bool) -> bool:
+    """Whether observations are not Boxes (Dicts, Tuples, Discretes; for a multi-agent env:
+    any agent's): RLlib's FlattenObservations makes them flat Boxes (one-hot for discretes)."""
+    spaces = list(space.spaces.values()) if multi_agent and isinstance(space, gym.spaces.Dict) else [space]
+    return any(not isinstance(s, gym.spaces.Box) for s in spaces)
 
 
 @functools.cache
@@ -400,8 +402,13 @@ class GePPOConfig(PPOConfig):
 
     @override(PPOConfig)
     def build_env_to_module_connector(self, env=None, spaces=None, device=None):
-        # RLlib's pieces, run without per-piece bookkeeping on every env step (see the module).
         pipeline = super().build_env_to_module_connector(env=env, spaces=spaces, device=device)
+        # Dict, Tuple and discrete observations reach the module flattened (RLlib's
+        # FlattenObservations, which also writes them into the episodes: the store holds them flat).
+        if _needs_flattening(pipeline.input_observation_space, self.is_multi_agent) and not any(
+                isinstance(piece, FlattenObservations) for piece in pipeline.connectors):
+            pipeline.prepend(FlattenObservations(multi_agent=self.is_multi_agent, as_learner_connector=False))
+        # RLlib's pieces, run without per-piece bookkeeping on every env step (see the module).
         return lean(pipeline, device=device)
 
     @override(PPOConfig)
@@ -416,9 +423,16 @@ class GePPOConfig(PPOConfig):
         if self.framework_str != "torch":
             self._value_error(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
                               "Fix: .framework('torch').")
-        if self.is_multi_agent:
-            self._value_error("GePPO supports single-agent environments only; remove the "
-                              ".multi_agent(...) settings.")
+        if self.is_multi_agent and not self.enable_env_runner_and_connector_v2:
+            self._value_error("GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
+                              "remove .api_stack(...), or the .multi_agent(...) settings.")
+        if self.model_config.get("use_lstm") or self.model_config.get("use_attention"):
+            self._value_error(
+                "GePPO trains feed-forward models only (use_lstm / use_attention): it re-evaluates "
+                "every stored sample under the current policy one sample at a time, without the "
+                "recurrent state and sequence that sample was collected with. Fix: leave "
+                "use_lstm off and stack recent observations instead (RLlib's "
+                "FrameStackingEnvToModule connector, or a gymnasium FrameStackObservation wrapper).")
         self._validate_geppo_settings()
         if self.normalize_actions:
             self._value_error(
@@ -437,7 +451,8 @@ class GePPOConfig(PPOConfig):
             finally:
                 self.minibatch_size = None
         self._warn_on_episode_evaluation_over_envs()
-        if self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output:
+        if (self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output
+                and not self.is_multi_agent):
             from rllib_geppo.env_runner import GePPOEnvRunner
 
             self.env_runner_cls = GePPOEnvRunner  # RLlib's, with independent seeds (its module doc)
@@ -531,6 +546,9 @@ class GePPOConfig(PPOConfig):
                 if getattr(self, setting) == new_stack_only:  # "auto" samples synchronously there
                     self._value_error(f"`{setting}={new_stack_only!r}` runs on the new API stack "
                                       "only; leave it at its default on the old API stack.")
+        if self.is_multi_agent and self.stagger_starts:
+            self._value_error("`stagger_starts=True` runs with single-agent environments only; leave "
+                              "it at False with .multi_agent(...).")
         require(is_number(self.entropy_coeff) and self.entropy_coeff >= 0, "entropy_coeff",
                 "a finite number >= 0 (a constant; schedules are not supported)")
         self._reject_unused_settings()
@@ -545,7 +563,7 @@ class GePPOConfig(PPOConfig):
                                   f"at {default!r}): {instead}.")
 
 
-#: Checkpoint component holding the store, the adapted lr and the running statistics.
+#: Checkpoint component holding each trained module's store, adapted lr and running statistics.
 COMPONENT_GEPPO = "geppo"
 #: The oldest the youngest stored batch may be at an update, in iterations (sample lag): 0 is
 #: synchronous sampling's, 1 overlapped sampling's. After a lost batch the next iteration samples
@@ -555,12 +573,22 @@ MAX_SAMPLE_LAG = 1
 REWARD_SCALE_JUMP = 1000.0
 
 
+def _is_class_path(env: Any) -> bool:
+    """Whether RLlib reads ``env`` as a class path: a string with a dot that Tune does not know."""
+    return isinstance(env, str) and "." in env and not _global_registry.contains(ENV_CREATOR, env)
+
+
 class NonFiniteDataError(ValueError):
     """An environment returned a NaN or infinite reward or observation."""
 
 
 class GePPO(PPO):
-    """Generalized Proximal Policy Optimization with Sample Reuse (Queeney et al., 2021)."""
+    """Generalized Proximal Policy Optimization with Sample Reuse (Queeney et al., 2021).
+
+    Every trained module (one, or one per policy of a multi-agent config) has a
+    :class:`~rllib_geppo.core.module_state.ModuleState`: its sample store, running statistics
+    and adapted lr (:meth:`module_state`). All modules update together, once per iteration.
+    """
 
     @classmethod
     @override(PPO)
@@ -576,29 +604,27 @@ class GePPO(PPO):
 
     @override(PPO)
     def setup(self, config: GePPOConfig) -> None:
-        self._check_spaces(config)
+        observation_spaces = check_module_spaces(config, self.env_creator)
+        if _is_class_path(config.env):
+            # RLlib's new-stack EnvRunners make Tune-registered names and gymnasium ids only:
+            # register a class path ("my_pkg.envs.MyEnv") under itself, as RLlib resolved it.
+            register_env(config.env, self.env_creator)
         super().setup(config)
         self.nu = config.nu  # weight of each batch age at lag 0
-        self.store = SampleStore(capacity=len(self.nu))
-        self.policy_lr = float(config.lr)
         self.policy_version = 0  # version of pi_k: the learners' weights_seq_no
-        self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
-        self.return_stats = RunningMeanStd()
-        self.running_returns = RunningReturns(config.gamma)
+        self.module_states = {
+            module_id: ModuleState(len(self.nu), policy_lr=config.lr, gamma=config.gamma,
+                                   reward_scaling=config.reward_scaling,
+                                   track_obs_stats=normalizes_observations(observation_spaces[module_id]))
+            for module_id in trained_modules(config)}
         self._seed_root = config.seed if config.seed is not None else np.random.SeedSequence().entropy
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
         self._result_keys: list[result_schema.Path] | None = None  # set by the first result
 
-    def _check_spaces(self, config: GePPOConfig) -> None:
-        obs_space, act_space = config.observation_space, config.action_space
-        if obs_space is None or act_space is None:
-            env = self.env_creator(EnvContext(config.env_config, worker_index=0))
-            obs_space, act_space = env.observation_space, env.action_space
-            env.close()
-        try:
-            check_spaces(obs_space, act_space)
-        except ValueError as err:
-            raise ValueError(f"{config.env!r}: {err}") from None
+    def module_state(self, module_id: str = DEFAULT_MODULE_ID) -> ModuleState:
+        """The store, running statistics and policy lr of a trained module (default: the
+        single-agent module)."""
+        return self.module_states[module_id]
 
     @override(PPO)
     def training_step(self) -> None:
@@ -606,7 +632,7 @@ class GePPO(PPO):
             from rllib_geppo.old_stack.training_step import training_step_old_api_stack
 
             return training_step_old_api_stack(self)
-        if self._sampler is not None and self.store.batches and self.sample_lag() <= MAX_SAMPLE_LAG:
+        if self._sampler is not None and any(self.may_update(m, quiet=True) for m in self.module_states):
             # pi_k collects the next batch while the learners update on the stored ones.
             pending = self._sampler.submit(self._sample)
             self._update_learners()
@@ -632,53 +658,31 @@ class GePPO(PPO):
     def _store_episodes(self, episodes: list, runner_metrics: list, seconds: float) -> None:
         self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
         self.metrics.log_value((TIMERS, ENV_RUNNER_SAMPLING_TIMER), seconds)
-        dropped = self.add_to_store([episode_segment(e) for e in episodes if len(e)])
-        self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, "num_dropped_segments"), dropped,
-                               window=1)
+        new_segments = segments_by_module(episodes, multi_agent=self.config.is_multi_agent)
+        for module_id in self.module_states:
+            dropped = self.add_to_store(new_segments.get(module_id, []), module_id)
+            self.metrics.log_value((LEARNER_RESULTS, module_id, "num_dropped_segments"), dropped, window=1)
 
-    def add_to_store(self, new_segments: Sequence[Segment]) -> int:
-        """Check the new segments, store them as one batch and fold them into the running
-        statistics (both API stacks). Returns the number of segments dropped.
-
-        Every statistic is a function of the steps alone, whatever chunks sampling cut them
-        into: each observation s_0 ... s_{T-1} counts once (s_T is the next chunk's s_0), and
-        the returns run on across an episode's chunks (``reward_scaling="running_return"``).
-        """
+    def add_to_store(self, new_segments: Sequence[Segment], module_id: str = DEFAULT_MODULE_ID) -> int:
+        """Check a module's new segments, store them as its batch of this iteration and fold
+        them into its running statistics (both API stacks). Returns the number dropped."""
         kept = self._finite_segments(new_segments)
         if not kept:
-            logger.warning("iteration %d collected no usable samples; the store is unchanged.",
-                           self.iteration)
+            logger.warning("iteration %d collected no usable samples for module %r; its store is "
+                           "unchanged.", self.iteration, module_id)
             return len(new_segments)
-        self.store.add(kept)
-        observations = np.concatenate([np.asarray(s.obs[:-1], dtype=np.float32) for s in kept])
-        if self.obs_stats is None:
-            self.obs_stats = RunningMeanStd(observations.shape[1:])
-        self.obs_stats.update(observations)
-        self._fold_returns(kept)
-        return len(new_segments) - len(kept)
-
-    def _fold_returns(self, new_segments: Sequence[Segment]) -> None:
-        """Fold the new segments' returns into ``return_stats``, with one warning where that
-        changes the reward scale by more than ``REWARD_SCALE_JUMP`` times."""
-        returns = self._returns(new_segments)
-        change = scale_change(self.return_stats, returns)
-        before = float(self.return_stats.std)
-        self.return_stats.update(returns)
+        state = self.module_state(module_id)
+        before = state.reward_scale
+        change = state.add(kept)
         if change > REWARD_SCALE_JUMP:
             logger.warning(
                 "iteration %d: environment %r returned a %s, which changes the reward scale "
                 "(the std of the discounted return) %.3g times, from %.3g to %.3g. Every reward "
                 "is divided by that scale from now on, so the others count for next to nothing "
                 "(docs/bad_input.md). Check the environment's rewards.", self.iteration,
-                self.config.env, segments.describe_largest_reward(new_segments), change, before,
-                float(self.return_stats.std))
-
-    def _returns(self, new_segments: Sequence[Segment]) -> np.ndarray:
-        """The discounted returns whose std scales rewards (the ``reward_scaling`` setting)."""
-        if self.config.reward_scaling == "running_return":
-            return self.running_returns.update(
-                [(s.episode_id, s.rewards, s.terminated or s.truncated) for s in new_segments])
-        return np.concatenate([discounted_returns_to_go(s.rewards, self.config.gamma) for s in new_segments])
+                self.config.env, segments.describe_largest_reward(kept), change, before,
+                state.reward_scale)
+        return len(new_segments) - len(kept)
 
     def _finite_segments(self, new_segments: Sequence[Segment]) -> list[Segment]:
         """The segments without NaN or infinite rewards and observations. Others raise
@@ -699,27 +703,32 @@ class GePPO(PPO):
         return kept
 
     def _update_learners(self) -> None:
-        """One update over every stored sample, then the lr rule (if :meth:`may_update`)."""
-        if not self.may_update():
+        """One update of every module that :meth:`may_update`, then each one's lr rule."""
+        inputs = {module_id: self.update_inputs(module_id)
+                  for module_id in self.module_states if self.may_update(module_id)}
+        if not inputs:
             return
-        inputs = self.update_inputs()
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             self.metrics.aggregate(self.update_learner_group(inputs), key=LEARNER_RESULTS)
-        for key, value in self.store_metrics(inputs).items():
-            self.metrics.log_value((LEARNER_RESULTS, DEFAULT_MODULE_ID, key), value, window=1)
-        learner = self.metrics.peek((LEARNER_RESULTS, DEFAULT_MODULE_ID))
-        self.adapt_policy_lr(learner["tv"], inputs.clip_eps,
-                             complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+        for module_id, module_inputs in inputs.items():
+            for key, value in self.store_metrics(module_inputs, module_id).items():
+                self.metrics.log_value((LEARNER_RESULTS, module_id, key), value, window=1)
+            learner = self.metrics.peek((LEARNER_RESULTS, module_id))
+            self.adapt_policy_lr(learner["tv"], module_inputs.clip_eps, module_id=module_id,
+                                 complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
 
-    def update_learner_group(self, inputs: UpdateInputs) -> list[dict[str, Any]]:
-        """One update of every learner over the whole store; each learner's results.
+    def update_learner_group(self, inputs: dict[str, UpdateInputs]) -> list[dict[str, Any]]:
+        """One update of every learner over the stores of the modules in ``inputs`` (module ->
+        its :class:`UpdateInputs`); each learner's results.
 
         Every learner gets all stored samples, so that V-trace runs over whole episodes
         whatever their length, and trains on its slice of each global minibatch
         (:mod:`rllib_geppo.core.minibatches`); remote learners read one copy of the store from
         Ray's object store.
         """
-        batch = _module_batch(self.store.update_layout())
+        layouts = {module_id: self.module_state(module_id).store.update_layout() for module_id in inputs}
+        batch = MultiAgentBatch({module_id: SampleBatch(layout) for module_id, layout in layouts.items()},
+                                env_steps=max(segments.num_steps(layout) for layout in layouts.values()))
         if self.learner_group.is_local:
             data = {"batch": batch}
         else:
@@ -730,28 +739,32 @@ class GePPO(PPO):
                 (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0),
         })
 
-    def may_update(self) -> bool:
-        """Whether the store holds a batch young enough to update on: none older than
-        ``MAX_SAMPLE_LAG`` iterations is (both API stacks; logs why not)."""
-        if not self.store.batches:
+    def may_update(self, module_id: str = DEFAULT_MODULE_ID, *, quiet: bool = False) -> bool:
+        """Whether a module's store holds a batch young enough to update on: none older than
+        ``MAX_SAMPLE_LAG`` iterations is (both API stacks; logs why not unless ``quiet``)."""
+        store = self.module_state(module_id).store
+        if not store.batches:
             return False
-        if self.sample_lag() > MAX_SAMPLE_LAG:
-            logger.warning("iteration %d: no new batch arrived; the update waits for one (the "
-                           "youngest stored batch is %d iterations old).", self.iteration,
-                           self.sample_lag())
+        if self.sample_lag(module_id) > MAX_SAMPLE_LAG:
+            if not quiet:
+                logger.warning("iteration %d: no new batch arrived for module %r; its update waits "
+                               "for one (the youngest stored batch is %d iterations old).",
+                               self.iteration, module_id, self.sample_lag(module_id))
             return False
         return True
 
-    def update_inputs(self) -> UpdateInputs:
-        """This update's :class:`UpdateInputs`, from the store's ages under pi_k."""
+    def update_inputs(self, module_id: str = DEFAULT_MODULE_ID) -> UpdateInputs:
+        """A module's :class:`UpdateInputs` for this update, from its store's ages under pi_k."""
+        state = self.module_state(module_id)
+        obs_mean, obs_std = state.obs_moments()
         return UpdateInputs(
-            policy_lr=self.policy_lr,
-            clip_eps=self.config.clip_eps_at_lag(self.sample_lag()),
-            weights_by_version=self.store.weights_by_version(self.lagged_nu(), self.policy_version),
-            reward_scale=float(self.return_stats.std),
-            obs_mean=self.obs_stats.mean.astype(np.float32),
-            obs_std=self.obs_stats.std.astype(np.float32),
-            minibatches_per_epoch=self._minibatches_per_epoch(),
+            policy_lr=state.policy_lr,
+            clip_eps=self.config.clip_eps_at_lag(self.sample_lag(module_id)),
+            weights_by_version=state.store.weights_by_version(self.lagged_nu(module_id), self.policy_version),
+            reward_scale=state.reward_scale,
+            obs_mean=obs_mean,
+            obs_std=obs_std,
+            minibatches_per_epoch=self._minibatches_per_epoch(module_id),
             shuffle_seed=self.shuffle_seed(),
             obs_stats_before_update=self.config.obs_stats_warm_start and self.policy_version == 0,
         )
@@ -761,43 +774,46 @@ class GePPO(PPO):
         one drawn at set-up) and pi_k's version, so a restored run shuffles as the original."""
         return int(np.random.SeedSequence([self._seed_root, self.policy_version]).generate_state(1)[0])
 
-    def sample_lag(self) -> int:
-        """Age of the youngest stored batch under pi_k: 0, or 1 with overlapped sampling."""
-        return self.store.ages(self.policy_version)[0]
+    def sample_lag(self, module_id: str = DEFAULT_MODULE_ID) -> int:
+        """Age of a module's youngest stored batch under pi_k: 0, or 1 with overlapped sampling."""
+        return self.module_state(module_id).store.ages(self.policy_version)[0]
 
-    def lagged_nu(self) -> np.ndarray:
-        """nu for the store as it is: shifted by :meth:`sample_lag` (``core.policy_weights.with_lag``)."""
-        return with_lag(self.nu, self.sample_lag())
+    def lagged_nu(self, module_id: str = DEFAULT_MODULE_ID) -> np.ndarray:
+        """nu for a module's store as it is: shifted by :meth:`sample_lag` (``core.policy_weights.with_lag``)."""
+        return with_lag(self.nu, self.sample_lag(module_id))
 
-    def _minibatches_per_epoch(self) -> int:
+    def _minibatches_per_epoch(self, module_id: str) -> int:
         if not self.config.minibatch_size:
             return self.config.num_minibatches
-        per_learner = self.store.num_steps // max(1, self.config.num_learners)
+        per_learner = self.module_state(module_id).store.num_steps // max(1, self.config.num_learners)
         return max(1, per_learner // self.config.minibatch_size)
 
-    def adapt_policy_lr(self, tv: float, clip_eps: float, *, complete: bool = True) -> None:
-        """Algorithm 1's lr rule: one decision per iteration from the update's TV estimate.
+    def adapt_policy_lr(self, tv: float, clip_eps: float, *, complete: bool = True,
+                        module_id: str = DEFAULT_MODULE_ID) -> None:
+        """Algorithm 1's lr rule: one decision per iteration from a module's TV estimate.
 
         The lr stays as it is after an update whose every step was skipped (``complete=False``)
         or whose TV is not finite: there is nothing to learn from about the step size.
         """
         if not self.config.adaptive_lr:
             return
+        state = self.module_state(module_id)
         if not complete or not np.isfinite(tv):
-            logger.warning("iteration %d: the update was not finite (TV %s); the policy lr stays %.3g.",
-                           self.iteration, tv, self.policy_lr)
+            logger.warning("iteration %d: the update of module %r was not finite (TV %s); its policy "
+                           "lr stays %.3g.", self.iteration, module_id, tv, state.policy_lr)
             return
-        self.policy_lr = adapt_lr(self.policy_lr, tv, clip_eps, factor=self.config.lr_adapt_factor,
-                                  min_ratio=self.config.lr_adapt_min_ratio)
+        state.policy_lr = adapt_lr(state.policy_lr, tv, clip_eps, factor=self.config.lr_adapt_factor,
+                                   min_ratio=self.config.lr_adapt_min_ratio)
 
-    def store_metrics(self, inputs: UpdateInputs) -> dict[str, float]:
-        """Per-iteration metrics of the store and the update's inputs (both API stacks)."""
-        active = list(self.store.active_weights(self.lagged_nu(), self.policy_version).values())
+    def store_metrics(self, inputs: UpdateInputs, module_id: str = DEFAULT_MODULE_ID) -> dict[str, float]:
+        """Per-iteration metrics of a module's store and update inputs (both API stacks)."""
+        store = self.module_state(module_id).store
+        active = list(store.active_weights(self.lagged_nu(module_id), self.policy_version).values())
         return {
             "tv_target": tv_target(inputs.clip_eps),
             "clip_eps": inputs.clip_eps,
-            "num_policies": len(self.store.batches),
-            "sample_lag": self.sample_lag(),
+            "num_policies": len(store.batches),
+            "sample_lag": self.sample_lag(module_id),
             "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
             "reward_scale": inputs.reward_scale,
         }
@@ -839,8 +855,8 @@ class GePPO(PPO):
         # columns from the first result (rllib_geppo.result_schema). In place: train() returns it.
         if self._result_keys is None:
             new_stack = self.config.enable_env_runner_and_connector_v2
-            self._result_keys = result_schema.schema(
-                result, result_schema.late_keys(DEFAULT_MODULE_ID) if new_stack else ())
+            late = [key for module_id in self.module_states for key in result_schema.late_keys(module_id)]
+            self._result_keys = result_schema.schema(result, late if new_stack else ())
         complete = result_schema.with_keys(result, self._result_keys)
         result.clear()
         result.update(complete)
@@ -880,14 +896,10 @@ class GePPO(PPO):
         self._set_geppo_state(state)
 
     def _geppo_state(self) -> dict[str, Any]:
-        """The store, the adapted lr, the policy version and the running statistics."""
+        """Each trained module's state, the policy version and the result schema."""
         return {
-            "store": self.store.get_state(),
-            "policy_lr": self.policy_lr,
+            "modules": {module_id: state.get_state() for module_id, state in self.module_states.items()},
             "policy_version": self.policy_version,
-            "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
-            "return_stats": self.return_stats.get_state(),
-            "running_returns": self.running_returns.get_state(),
             "result_keys": self._result_keys,
         }
 
@@ -895,18 +907,11 @@ class GePPO(PPO):
         if COMPONENT_GEPPO not in state:
             return
         geppo = state[COMPONENT_GEPPO]
-        self.store.set_state(geppo["store"])
-        self.policy_lr = geppo["policy_lr"]
+        # Checkpoints of 0.8 and older hold the single module's state at the top level.
+        modules = geppo["modules"] if "modules" in geppo else {DEFAULT_MODULE_ID: geppo}
+        for module_id, module_state in modules.items():
+            if module_id in self.module_states:
+                self.module_states[module_id].set_state(module_state)
         self.policy_version = geppo["policy_version"]
-        if geppo["obs_stats"] is not None:
-            self.obs_stats = RunningMeanStd()
-            self.obs_stats.set_state(geppo["obs_stats"])
-        self.return_stats.set_state(geppo["return_stats"])
-        self.running_returns.set_state(geppo["running_returns"])
         if geppo.get("result_keys") is not None:
             self._result_keys = [tuple(path) for path in geppo["result_keys"]]
-
-
-def _module_batch(layout: dict[str, np.ndarray]) -> MultiAgentBatch:
-    """A layout as the MultiAgentBatch that ``LearnerGroup.update`` takes."""
-    return MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(layout)}, env_steps=segments.num_steps(layout))

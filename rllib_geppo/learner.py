@@ -60,17 +60,18 @@ class GePPOLearner(Learner):
                timesteps: dict[str, Any] | None = None, **kwargs) -> ResultDict:
         """One GePPO update over the store (several learners: each on its slice of every minibatch).
 
-        ``timesteps[UPDATE_INPUTS]`` holds the Algorithm's :class:`UpdateInputs`; RLlib's
-        ``num_epochs``/``minibatch_size`` keywords are not used (the inputs fix the steps).
+        ``timesteps[UPDATE_INPUTS]`` holds the Algorithm's :class:`UpdateInputs` of each module
+        in the batch; RLlib's ``num_epochs``/``minibatch_size`` keywords are not used (the
+        inputs fix the steps).
         """
-        inputs: UpdateInputs = timesteps[UPDATE_INPUTS]
+        inputs: dict[ModuleID, UpdateInputs] = timesteps[UPDATE_INPUTS]
         training_data = training_data or TrainingData(batch=batch)
         training_data.validate()
         training_data.solve_refs()
         self.before_gradient_based_update(timesteps=timesteps)
         self._weights_seq_no += 1  # the version of the policy this update makes
         for module_id, module_batch in training_data.batch.policy_batches.items():
-            stats, steps_trained = self.update_module(module_id, dict(module_batch), inputs)
+            stats, steps_trained = self.update_module(module_id, dict(module_batch), inputs[module_id])
             self.metrics.log_dict(stats, key=module_id, window=1)
             self._log_steps_trained(module_id, steps_trained)
         self.after_gradient_based_update(timesteps=timesteps)

@@ -1,4 +1,4 @@
-"""`GePPOTorchRLModule`: separate policy and value MLPs with in-module observation normalisation.
+"""`GePPOTorchRLModule`: separate policy and value networks with in-module observation normalisation.
 
 The module carries the running observation statistics as buffers, so a saved module acts on
 raw environment observations with nothing kept outside it, and every stored sample is
@@ -23,9 +23,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchMultiCategorical
+from ray.rllib.core.models.base import ENCODER_OUT
+from ray.rllib.core.models.configs import CNNEncoderConfig
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.models.utils import get_filter_config
 from ray.rllib.utils.annotations import override
 from torch import nn
 
@@ -38,21 +42,44 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU
 
 
 def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Raise ValueError unless the spaces are a flat Box observation and a Box/Discrete action
+    """Raise ValueError unless GePPO's module can take the spaces: a flat Box observation
+    (normalised with running statistics) or an image Box (height x width x channels, through a
+    CNN), and a flat Box (Gaussian), Discrete, MultiDiscrete or MultiBinary (categorical) action
     whose bounded dimensions all have ``low < high``."""
-    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
+    if isinstance(observation_space, (gym.spaces.Dict, gym.spaces.Tuple)):
         raise ValueError(
-            f"GePPO's default RLModule needs a flat Box observation space, got {observation_space}. "
-            "Fix: flatten the observations with a gymnasium wrapper "
-            "(gymnasium.wrappers.FlattenObservation) or pass your own RLModule via .rl_module().")
-    if not isinstance(action_space, (gym.spaces.Box, gym.spaces.Discrete)) or (
-        isinstance(action_space, gym.spaces.Box) and len(action_space.shape) != 1
-    ):
+            f"GePPO's RLModule takes flat or image observations, got {observation_space}, which "
+            "reached the module unflattened. Fix: let GePPO's config add RLlib's FlattenObservations "
+            "connector (it does for Dict and Tuple observations), i.e. do not replace the "
+            "env-to-module pipeline; or flatten them in the env (gymnasium.wrappers.FlattenObservation).")
+    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) in (1, 3)):
         raise ValueError(
-            f"GePPO supports flat Box (Gaussian) and Discrete (categorical) action spaces, got "
-            f"{action_space}. Fix: wrap the environment to expose one of these.")
-    if isinstance(action_space, gym.spaces.Box):
+            f"GePPO's RLModule needs a flat Box observation space or an image (height x width x "
+            f"channels), got {observation_space}. Fix: reshape or flatten the observations with a "
+            "gymnasium wrapper (gymnasium.wrappers.FlattenObservation), or pass your own RLModule "
+            "via .rl_module() (docs/your_environment.md).")
+    flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    flat_multi = isinstance(action_space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) and (
+        len(action_space.shape) == 1)
+    if not (flat_box or flat_multi or isinstance(action_space, gym.spaces.Discrete)):
+        raise ValueError(
+            f"GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary "
+            f"(categorical) action spaces, got {action_space}. Nested (Tuple, Dict) and "
+            "multi-dimensional actions are not supported. Fix: wrap the environment to expose one "
+            "of these, e.g. flatten the actions into one Box or one MultiDiscrete.")
+    if flat_box:
         _check_action_widths(action_space)
+
+
+def is_image(space: gym.Space) -> bool:
+    """Whether observations of ``space`` are images: a Box of height x width x channels."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+
+
+def normalizes_observations(space: gym.Space) -> bool:
+    """Whether GePPO keeps running statistics of the observations of ``space`` and its module
+    normalises them: flat Box observations, not images (which it scales by their bounds)."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 1
 
 
 def _check_action_widths(action_space: gym.spaces.Box) -> None:
@@ -95,11 +122,19 @@ def mlp(sizes: list[int], activation: str, out_gain: float) -> nn.Sequential:
 
 
 class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
-    """Gaussian (state-independent log-std) or categorical policy and a separate value MLP.
+    """Gaussian (state-independent log-std) or categorical policy and a separate value network.
+
+    Flat observations are normalised with the module's running statistics and feed MLPs; image
+    observations (height x width x channels) are scaled to [0, 1] by their bounds and feed a
+    CNN encoder of RLlib's (``CNNEncoderConfig``), one for the policy and one for the value
+    function, each followed by its MLP. Discrete, MultiDiscrete and MultiBinary actions are
+    categorical (MultiBinary as one two-way category per entry).
 
     ``model_config`` keys: ``fcnet_hiddens`` (default [64, 64]), ``fcnet_activation``
-    (default "tanh") and ``init_std_multiple`` (set from the GePPO config: the initial std in
-    normalised action units, i.e. multiple * half the action range in environment units).
+    (default "tanh"), ``conv_filters`` (default: RLlib's for the image size,
+    ``ray.rllib.models.utils.get_filter_config``), ``conv_activation`` (default "relu") and
+    ``init_std_multiple`` (set from the GePPO config: the initial std in normalised action
+    units, i.e. multiple * half the action range in environment units).
     """
 
     @override(RLModule)
@@ -107,37 +142,65 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         check_spaces(self.observation_space, self.action_space)
         hiddens = list(self.model_config.get("fcnet_hiddens", [64, 64]))
         activation = self.model_config.get("fcnet_activation", "tanh")
-        obs_dim = self.observation_space.shape[0]
-
-        self.register_buffer("obs_mean", torch.zeros(obs_dim))
-        self.register_buffer("obs_std", torch.ones(obs_dim))
-
-        if isinstance(self.action_space, gym.spaces.Discrete):
-            self.pi = mlp([obs_dim, *hiddens, int(self.action_space.n)], activation, 0.01)
-            self.log_std = None
+        self.log_std = None
+        if is_image(self.observation_space):
+            low, high = float(self.observation_space.low.min()), float(self.observation_space.high.max())
+            self.register_buffer("image_low", torch.tensor(low if np.isfinite(low) else 0.0))
+            self.register_buffer("image_range", torch.tensor(high - low if np.isfinite(high - low) else 1.0))
+            self.pi_encoder = self._cnn()
+            features = self._cnn_config().output_dims[0]
         else:
-            action_dim = self.action_space.shape[0]
-            self.pi = mlp([obs_dim, *hiddens, action_dim], activation, 0.01)
+            features = self.observation_space.shape[0]
+            self.register_buffer("obs_mean", torch.zeros(features))
+            self.register_buffer("obs_std", torch.ones(features))
+            self.pi_encoder = None
+
+        space = self.action_space
+        if isinstance(space, gym.spaces.Box):
+            action_dim = space.shape[0]
+            self.pi = mlp([features, *hiddens, action_dim], activation, 0.01)
             multiple = self.model_config.get("init_std_multiple", 1.0)
             self.log_std = nn.Parameter(torch.full((action_dim,), math.log(max(multiple, MIN_STD))))
-            center, half_range = action_units(self.action_space)
+            center, half_range = action_units(space)
             self.register_buffer("action_center", torch.as_tensor(center, dtype=torch.float32))
             self.register_buffer("action_half_range", torch.as_tensor(half_range, dtype=torch.float32))
+        else:
+            categories = category_sizes(space)
+            self.pi = mlp([features, *hiddens, sum(categories)], activation, 0.01)
+            if not isinstance(space, gym.spaces.Discrete):
+                self.action_dist_cls = TorchMultiCategorical.get_partial_dist_cls(input_lens=categories)
         if not self.inference_only:
-            self.vf = mlp([obs_dim, *hiddens, 1], activation, 1.0)
+            self.vf_encoder = self._cnn() if self.pi_encoder is not None else None
+            self.vf = mlp([features, *hiddens, 1], activation, 1.0)
+
+    def _cnn_config(self) -> CNNEncoderConfig:
+        shape = list(self.observation_space.shape)
+        filters = self.model_config.get("conv_filters") or get_filter_config(shape)
+        return CNNEncoderConfig(input_dims=shape, cnn_filter_specifiers=filters,
+                                cnn_activation=self.model_config.get("conv_activation", "relu"))
+
+    def _cnn(self) -> nn.Module:
+        return self._cnn_config().build(framework="torch")
+
+    def features(self, obs: torch.Tensor, encoder: nn.Module | None) -> torch.Tensor:
+        """What the policy's or the value function's MLP takes: flat observations normalised
+        (:meth:`normalize`), images scaled to [0, 1] and encoded by ``encoder``."""
+        if encoder is None:
+            return self.normalize(obs)
+        return encoder({Columns.OBS: (obs.float() - self.image_low) / self.image_range})[ENCODER_OUT]
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """(obs - mean) / std, clipped to +-OBS_CLIP, with the module's running statistics."""
         return torch.clamp((obs.float() - self.obs_mean) / self.obs_std, -OBS_CLIP, OBS_CLIP)
 
     def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
-        """Install new observation statistics (between iterations only)."""
+        """Install new observation statistics (between iterations only; flat observations)."""
         self.obs_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
         self.obs_std.copy_(torch.as_tensor(std, dtype=torch.float32))
 
     @override(RLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        out = self.pi(self.normalize(batch[Columns.OBS]))
+        out = self.pi(self.features(batch[Columns.OBS], self.pi_encoder))
         if self.log_std is not None:
             # Normalised mean and log-std to environment units (see the module docstring).
             mean = self.action_center + self.action_half_range * out
@@ -163,8 +226,17 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
-        return self.vf(self.normalize(batch[Columns.OBS])).squeeze(-1)
+        return self.vf(self.features(batch[Columns.OBS], self.vf_encoder)).squeeze(-1)
 
     @override(InferenceOnlyAPI)
     def get_non_inference_attributes(self) -> list[str]:
-        return ["vf"]
+        return ["vf", "vf_encoder"] if self.pi_encoder is not None else ["vf"]
+
+
+def category_sizes(space: gym.Space) -> list[int]:
+    """The number of choices of each categorical part of a discrete action space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return [int(space.n)]
+    if isinstance(space, gym.spaces.MultiBinary):
+        return [2] * int(space.n)
+    return [int(n) for n in space.nvec]

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
@@ -66,12 +67,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             logger.warning("compile_learner=True: with %d learners GePPO's gradient step runs "
                            "eagerly; it compiles for a single learner only.", self.config.num_learners)
         self._gradient_steps: dict[ModuleID, CompiledStep] = {}
+        self._train_forwards: dict[ModuleID, TrainForward] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
-        module = self.module[module_id]
-        value_params = list(module.vf.parameters())
+        value_params = value_function_parameters(self.module[module_id].unwrapped())
         value_ids = {id(p) for p in value_params}
+        module = self.module[module_id]
         policy_params = [p for p in module.parameters() if id(p) not in value_ids]
         optimizer = torch.optim.Adam(
             [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
@@ -103,12 +105,19 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         policy_group, _ = self.get_optimizer(module_id, OPTIMIZER).param_groups
         policy_group["lr"] = inputs.policy_lr
         if inputs.obs_stats_before_update:
-            self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
+            self._install_obs_stats(module_id, inputs)
         data = self.prepare_update(module_id, layout, inputs)
         losses, steps = self.run_epochs(module_id, data, inputs)
         stats = self.policy_change_stats(module_id, data, inputs)
-        self.module[module_id].unwrapped().set_obs_stats(inputs.obs_mean, inputs.obs_std)
+        self._install_obs_stats(module_id, inputs)
         return {**losses, **stats, "policy_lr": inputs.policy_lr}, steps
+
+    def _install_obs_stats(self, module_id: ModuleID, inputs: UpdateInputs) -> None:
+        """The module's observation statistics, where it normalises observations (GePPO's own
+        module, flat observations)."""
+        module = self.module[module_id].unwrapped()
+        if inputs.obs_mean is not None and hasattr(module, "set_obs_stats"):
+            module.set_obs_stats(inputs.obs_mean, inputs.obs_std)
 
     @torch.no_grad()
     def prepare_update(self, module_id: ModuleID, layout: dict[str, np.ndarray],
@@ -118,11 +127,10 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         targets under pi_k, sample weights, and pi_k's distribution inputs (for the KL)."""
         batch = {name: torch.as_tensor(column, device=self.device) for name, column in layout.items()}
         module = self.module[module_id].unwrapped()
-        out = module.forward_train({Columns.OBS: batch[C.OBS]})
-        dist_inputs = out[Columns.ACTION_DIST_INPUTS]
+        dist_inputs, values = forward_train(module, batch[C.OBS])
         pik_logp = module.get_train_action_dist_cls().from_logits(dist_inputs).logp(batch[C.ACTIONS])
         targets = update_targets(
-            batch, values=out[Columns.VF_PREDS], pik_logp=pik_logp,
+            batch, values=values, pik_logp=pik_logp,
             weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
             gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
         real = batch[C.LOSS_MASK]
@@ -184,17 +192,22 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # The module itself, never RLlib's DDP wrapper: several learners average their
         # gradients explicitly (_backward_gradients).
         module = self.module[module_id].unwrapped()
-        batch = {Columns.OBS: minibatch[C.OBS]}
-        out = (module.forward_train(batch) if params is None
-               else torch.func.functional_call(module, params, (batch,)))
-        dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+        if params is None:
+            dist_inputs, values = forward_train(module, minibatch[C.OBS])
+        else:  # the same, with the parameters given: what torch.func differentiates
+            if module_id not in self._train_forwards:
+                self._train_forwards[module_id] = TrainForward(module)
+            dist_inputs, values = torch.func.functional_call(
+                self._train_forwards[module_id], {f"module.{name}": p for name, p in params.items()},
+                (minibatch[C.OBS],))
+        dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
         entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
             logp=dist.logp(minibatch[C.ACTIONS]),
             behaviour_logp=minibatch[C.BEHAVIOUR_LOGP],
             center=minibatch[C.CENTER],
             advantages=minibatch[C.ADVANTAGES],
-            values=out[Columns.VF_PREDS],
+            values=values,
             value_targets=minibatch[C.VALUE_TARGETS],
             weights=minibatch[C.SAMPLE_WEIGHTS],
             clip_eps=clip_eps,
@@ -280,7 +293,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
         module = self.module[module_id].unwrapped()
         dist_cls = module.get_train_action_dist_cls()
-        new_dist = dist_cls.from_logits(module.forward_train({Columns.OBS: data[C.OBS]})[Columns.ACTION_DIST_INPUTS])
+        new_dist = dist_cls.from_logits(forward_train(module, data[C.OBS])[0])
         stats = objective.policy_change_stats(
             logp=new_dist.logp(data[C.ACTIONS]),
             behaviour_logp=data[C.BEHAVIOUR_LOGP],
@@ -291,6 +304,43 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             clip_eps=inputs.clip_eps,
         )
         return {name: float(value) for name, value in stats.items()}
+
+
+def forward_train(module, obs: Tensor) -> tuple[Tensor, Tensor]:
+    """pi's distribution inputs and V(s) for ``obs`` from the module's ``forward_train``, with
+    the values from ``compute_values`` (fed the pass's embeddings, where it has them) for a
+    module whose ``forward_train`` gives none."""
+    batch = {Columns.OBS: obs}
+    out = module.forward_train(batch)
+    values = out.get(Columns.VF_PREDS)
+    if values is None:
+        values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
+    return out[Columns.ACTION_DIST_INPUTS], values
+
+
+class TrainForward(torch.nn.Module):
+    """:func:`forward_train` as a module's ``forward``, for ``torch.func.functional_call``
+    (which calls a module's ``forward`` with the parameters it is given)."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        return forward_train(self.module, obs)
+
+
+def value_function_parameters(module) -> list[torch.nn.Parameter]:
+    """The value function's own parameters, which get ``vf_lr``: those of the attributes the
+    module names as not needed for acting (RLlib's ``InferenceOnlyAPI``); none for a module
+    that names none (its value head then learns with the policy's lr)."""
+    if not isinstance(module, InferenceOnlyAPI):
+        return []
+    params: dict[int, torch.nn.Parameter] = {}
+    for attribute in module.get_non_inference_attributes():
+        part = functools.reduce(getattr, attribute.split("."), module)
+        params.update({id(p): p for p in part.parameters()})
+    return list(params.values())
 
 
 def _grads(params: list[torch.nn.Parameter]) -> list[Tensor]:

@@ -113,25 +113,28 @@ def test_bad_settings_fail_validation_with_the_name(setting, value, message):
         config.validate()
 
 
-def test_multi_agent_is_rejected():
+def test_multi_agent_on_the_old_stack_is_rejected():
     config = GePPOConfig().environment("Pendulum-v1").multi_agent(
-        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a")
-    with pytest.raises(ValueError, match="single-agent environments only"):
+        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a").api_stack(
+        enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+    with pytest.raises(ValueError, match="multi-agent configs on RLlib's new API stack only"):
         config.validate()
 
 
-class DictObsEnv(gym.Env):
-    observation_space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,))})
-    action_space = gym.spaces.Discrete(2)
+class TupleActionEnv(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,))
+    action_space = gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(3)])
 
     def __init__(self, config=None):
         super().__init__()
 
 
-def test_unsupported_observation_space_is_named():
-    config = GePPOConfig().environment(DictObsEnv).env_runners(num_env_runners=0)
-    with pytest.raises(ValueError, match="flat Box observation space.*FlattenObservation"):
+def test_unsupported_action_space_is_named_before_any_env_runner_starts():
+    config = GePPOConfig().environment(TupleActionEnv).env_runners(num_env_runners=1)
+    with pytest.raises(ValueError, match=r"Nested \(Tuple, Dict\) and multi-dimensional actions") as failure:
         config.build_algo()
+    # Raised in GePPO.setup's check, before RLlib's setup creates any EnvRunner.
+    assert not [entry for entry in failure.traceback if "env_runner" in str(entry.path)]
 
 
 @pytest.fixture(scope="module")
@@ -157,15 +160,15 @@ def test_fresh_samples_have_unit_ratio_and_old_ones_do_not(pendulum_run):
     algo, _ = pendulum_run
     fresh = prepare(algo, fresh_layout(algo, 64))
     torch.testing.assert_close(fresh[C.PIK_LOGP], fresh[C.BEHAVIOUR_LOGP], atol=1e-5, rtol=0)
-    oldest = prepare(algo, algo.store.batches[0].layout)
+    oldest = prepare(algo, algo.module_state().store.batches[0].layout)
     assert (oldest[C.CENTER] - 1).abs().max() > 1e-3
 
 
 def test_weights_are_applied_by_age(pendulum_run):
     algo, _ = pendulum_run
-    data = prepare(algo, algo.store.update_layout())
-    real = torch.as_tensor(algo.store.update_layout()[C.LOSS_MASK])
-    versions = torch.as_tensor(algo.store.update_layout()[C.VERSION])[real]
+    data = prepare(algo, algo.module_state().store.update_layout())
+    real = torch.as_tensor(algo.module_state().store.update_layout()[C.LOSS_MASK])
+    versions = torch.as_tensor(algo.module_state().store.update_layout()[C.VERSION])[real]
     newest = int(versions.max())
     assert newest == algo.policy_version - 1  # synchronous: the youngest batch is from pi_{k-1}
     for age, nu in enumerate([0.4, 0.3, 0.2, 0.1]):
@@ -180,20 +183,20 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
     algo.save_to_path(str(tmp_path))
     restored = GePPO.from_checkpoint(str(tmp_path))
     try:
-        assert restored.policy_lr == algo.policy_lr
-        assert [b.version for b in restored.store.batches] == [b.version for b in algo.store.batches]
-        np.testing.assert_allclose(restored.obs_stats.mean, algo.obs_stats.mean)
+        assert restored.module_state().policy_lr == algo.module_state().policy_lr
+        assert [b.version for b in restored.module_state().store.batches] == [b.version for b in algo.module_state().store.batches]
+        np.testing.assert_allclose(restored.module_state().obs_stats.mean, algo.module_state().obs_stats.mean)
         module = restored.learner_group._learner.module[DEFAULT_MODULE_ID]
-        np.testing.assert_allclose(module.obs_mean.numpy(), algo.obs_stats.mean, rtol=1e-6)
+        np.testing.assert_allclose(module.obs_mean.numpy(), algo.module_state().obs_stats.mean, rtol=1e-6)
         before = restored.get_module().get_state()
         after = algo.get_module().get_state()
         for key in after:
             np.testing.assert_allclose(before[key], after[key])
-        newest = algo.store.batches[-1].version
+        newest = algo.module_state().store.batches[-1].version
         assert restored.policy_version == algo.policy_version == newest + 1
         restored.train()
-        assert [b.version for b in restored.store.batches] == [newest - 2, newest - 1, newest, newest + 1]
-        assert restored.store.ages(restored.policy_version - 1) == [0, 1, 2, 3]
+        assert [b.version for b in restored.module_state().store.batches] == [newest - 2, newest - 1, newest, newest + 1]
+        assert restored.module_state().store.ages(restored.policy_version - 1) == [0, 1, 2, 3]
     finally:
         restored.stop()
 
@@ -202,7 +205,7 @@ def test_saved_module_acts_on_raw_observations_alone(pendulum_run, tmp_path):
     algo, _ = pendulum_run
     algo.save_to_path(str(tmp_path))
     module = RLModule.from_checkpoint(str(tmp_path / "learner_group/learner/rl_module/default_policy"))
-    raw = torch.as_tensor(np.stack([algo.obs_stats.mean + algo.obs_stats.std, algo.obs_stats.mean]),
+    raw = torch.as_tensor(np.stack([algo.module_state().obs_stats.mean + algo.module_state().obs_stats.std, algo.module_state().obs_stats.mean]),
                           dtype=torch.float32)
     trained = local_learner(algo).module[DEFAULT_MODULE_ID]
     with torch.no_grad():
@@ -217,14 +220,14 @@ def test_saved_module_acts_on_raw_observations_alone(pendulum_run, tmp_path):
 def test_ppo_baseline_advantages_equal_rllib_gae():
     algo = small_config("CartPole-v1", sample_reuse=False).build_algo()
     try:
-        assert algo.store.capacity == 1
+        assert algo.module_state().store.capacity == 1
         # One fragment: RLlib's GAE bootstraps where sampling cut an episode, GePPO's store
         # would join that chunk with its continuation.
         episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=256,
                                                _uses_new_env_runners=True)
         algo.add_to_store([episode_segment(e) for e in episodes])
-        algo.return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib
-        ours = prepare(algo, algo.store.update_layout())
+        algo.module_state().return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib
+        ours = prepare(algo, algo.module_state().store.update_layout())
         # RLlib's own learner pipeline with its GAE piece, on the same episodes and critic.
         learner = local_learner(algo)
         module = learner.module[DEFAULT_MODULE_ID]
@@ -278,15 +281,15 @@ def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
     try:
         results = [algo.train() for _ in range(3)]
         assert [r["num_env_steps_sampled_lifetime"] for r in results] == [256, 512, 768]
-        for age, batch in enumerate(reversed(algo.store.batches)):
+        for age, batch in enumerate(reversed(algo.module_state().store.batches)):
             layout = batch.layout
             assert batch.num_steps == 256 and batch.steps_by_version == {algo.policy_version - 1 - age: 256}
             # Four envs, each cut at the end of every sample: at least four segments per batch.
             assert (~layout[C.LOSS_MASK]).sum() >= 4
-        assert algo.obs_stats.count == 768
+        assert algo.module_state().obs_stats.count == 768
         # Each env's episode runs on across samples: one running return per env stays open.
-        assert len(algo.running_returns.get_state()["open"]) == 4
-        data = prepare(algo, algo.store.update_layout())
+        assert len(algo.module_state().running_returns.get_state()["open"]) == 4
+        data = prepare(algo, algo.module_state().store.update_layout())
         assert all(torch.isfinite(t).all() for t in data.values())
         fresh = prepare(algo, fresh_layout(algo, 64))
         torch.testing.assert_close(fresh[C.PIK_LOGP], fresh[C.BEHAVIOUR_LOGP], atol=1e-5, rtol=0)

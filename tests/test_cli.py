@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import ray
 import yaml
@@ -233,15 +234,27 @@ def run_exits_2_before_ray_starts(capsys, *argv: str) -> str:
     return err
 
 
+class TupleActionEnv(gym.Env):
+    """Two actions at once, which GePPO's module does not take (a class path to this module
+    works here: the pre-flight makes the env in this process, before Ray starts)."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,))
+    action_space = gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(3)])
+
+    def __init__(self, config=None):
+        super().__init__()
+
+
 def test_unsupported_spaces_exit_2_before_ray_starts(tmp_path, capsys):
-    # Blackjack's observation space is a Tuple of Discretes: GePPO's module takes a flat Box.
-    path = write(tmp_path, TINY.replace("Pendulum-v1", "Blackjack-v1"))
+    path = write(tmp_path, TINY.replace("Pendulum-v1", f"{__name__}.TupleActionEnv"))
     err = run_exits_2_before_ray_starts(capsys, str(path), "-e", "geppo")
-    assert f"{path}: experiment 'geppo', 'env: Blackjack-v1': GePPO's default RLModule needs a " \
-           "flat Box observation space, got Tuple(Discrete(32)" in err
-    assert "FlattenObservation" in err
-    # RLlib's PPO takes such spaces: its experiment is not refused.
+    assert f"{path}: experiment 'geppo', 'env: {__name__}.TupleActionEnv': 'test_cli.TupleActionEnv': " \
+           "GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary" in err
+    assert "Nested (Tuple, Dict) and multi-dimensional actions are not supported" in err
+    # RLlib's PPO is not refused; Blackjack's Tuple observations are flattened for GePPO.
     assert main(["train", "file", str(path), "-e", "rllib-ppo", "--dry-run"]) == 0
+    blackjack = write(tmp_path, TINY.replace("Pendulum-v1", "Blackjack-v1"), "blackjack.yaml")
+    assert main(["train", "file", str(blackjack), "-e", "geppo", "--dry-run"]) == 0
 
 
 def test_a_trial_larger_than_the_machine_exits_2_before_ray_starts(tmp_path, capsys):

@@ -80,11 +80,11 @@ def config(kind: str, at: int, **training) -> GePPOConfig:
 
 def finite_everywhere(algo: GePPO) -> None:
     """No NaN or inf in the store, the statistics, the module (weights and buffers) or Adam."""
-    for batch in algo.store.batches:
+    for batch in algo.module_state().store.batches:
         for name, column in batch.layout.items():
             assert np.isfinite(column).all() if column.dtype.kind == "f" else True, name
-    assert np.isfinite(algo.obs_stats.mean).all() and np.isfinite(algo.obs_stats.var).all()
-    assert np.isfinite(algo.return_stats.var) and np.isfinite(algo.policy_lr)
+    assert np.isfinite(algo.module_state().obs_stats.mean).all() and np.isfinite(algo.module_state().obs_stats.var).all()
+    assert np.isfinite(algo.module_state().return_stats.var) and np.isfinite(algo.module_state().policy_lr)
     learner = algo.learner_group._learner
     for name, tensor in learner.module[DEFAULT_MODULE_ID].state_dict().items():
         assert torch.isfinite(tensor).all(), name
@@ -97,13 +97,13 @@ def test_nan_reward_stops_training_and_names_env_column_step_and_episode():
     try:
         algo.train()
         algo.train()
-        stored, stats = len(algo.store.batches), algo.return_stats.get_state()
+        stored, stats = len(algo.module_state().store.batches), algo.module_state().return_stats.get_state()
         with pytest.raises(NonFiniteDataError, match=r"Environment 'fault-pendulum' returned a "
                            r"non-finite reward = nan at env step 100 in episode \w+\..*"
                            r"nonfinite_data='drop'"):
             algo.train()
-        assert len(algo.store.batches) == stored  # nothing of the bad batch was kept
-        assert algo.return_stats.get_state()["count"] == stats["count"]
+        assert len(algo.module_state().store.batches) == stored  # nothing of the bad batch was kept
+        assert algo.module_state().return_stats.get_state()["count"] == stats["count"]
         finite_everywhere(algo)
     finally:
         algo.stop()
@@ -170,17 +170,17 @@ def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
     algo = config("nan_reward", at=10**9).build_algo()
     try:
         algo.train()
-        lr = algo.policy_lr
+        lr = algo.module_state().policy_lr
         weights = {k: v.clone() for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()}
         # Bypass the data check, as a bug upstream of the learner would: every target is NaN.
-        bad = dict(algo.store.batches[-1].layout)
+        bad = dict(algo.module_state().store.batches[-1].layout)
         bad[C.REWARDS] = np.full_like(bad[C.REWARDS], np.nan)
         bad[C.VERSION] = np.full_like(bad[C.VERSION], algo.policy_version)
-        algo.store.add(from_layout(bad))
+        algo.module_state().store.add(from_layout(bad))
         algo._update_learners()
         learner = algo.metrics.peek(("learners", DEFAULT_MODULE_ID))
         assert learner["num_skipped_steps"] == learner["num_gradient_steps"] == 8
-        assert algo.policy_lr == lr
+        assert algo.module_state().policy_lr == lr
         for name, tensor in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items():
             if not name.startswith("obs_"):  # the statistics are installed after every update
                 torch.testing.assert_close(tensor, weights[name], msg=name)
@@ -195,14 +195,14 @@ def test_a_crashing_env_runner_is_replaced_and_the_store_is_kept(tmp_path):
     try:
         results = [algo.train() for _ in range(3)]
         assert (tmp_path / "crashed").exists()  # the fault happened in iteration 3
-        assert len(algo.store.batches) == 2
+        assert len(algo.module_state().store.batches) == 2
         # RLlib replaces the EnvRunner (iterations without samples meanwhile); training goes
         # on with the store it had, and the store fills.
-        while len(algo.store.batches) < 4 and len(results) < 20:
+        while len(algo.module_state().store.batches) < 4 and len(results) < 20:
             results.append(algo.train())
-        assert len(algo.store.batches) == 4
+        assert len(algo.module_state().store.batches) == 4
         # Ages stay true: the learners kept updating on the old batches while no new ones came.
-        ages = algo.store.ages(algo.policy_version - 1)
+        ages = algo.module_state().store.ages(algo.policy_version - 1)
         assert ages[:2] == [0, 1] and ages[2] > 2 and ages[3] == ages[2] + 1
         steps = [r["num_env_steps_sampled_lifetime"] for r in results]
         assert steps == sorted(steps) and steps[-1] >= 4 * 256
@@ -430,7 +430,7 @@ def test_restore_in_place_acts_with_the_restored_policy(tmp_path):
         module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
         restored = {k: v.clone() for k, v in module.state_dict().items()}
         algo.train()
-        newest = algo.store.batches[-1].layout
+        newest = algo.module_state().store.batches[-1].layout
         real = newest[C.LOSS_MASK]
         assert set(newest[C.VERSION][real]) == {version}  # collected by the restored policy...
         module.load_state_dict(restored)
@@ -491,7 +491,7 @@ def test_a_lost_batch_is_resampled_before_the_update(caplog):
         learners = [r["learners"][DEFAULT_MODULE_ID] for r in results]
         assert [x["num_dropped_segments"] for x in learners] == [0, 0, 1, 0, 0, 0]
         assert [x["sample_lag"] for x in learners] == [0, 1, 1, 0, 1, 1]
-        assert algo.store.ages(algo.policy_version) == [1, 2, 3, 5]
+        assert algo.module_state().store.ages(algo.policy_version) == [1, 2, 3, 5]
     finally:
         algo.stop()
 

@@ -165,7 +165,7 @@ def test_gpu_learner_trains_with_finite_metrics(gpu_run):
 
 def test_every_update_tensor_lives_on_the_gpu(gpu_run):
     algo, _ = gpu_run
-    layout, inputs = algo.store.update_layout(), algo.update_inputs()
+    layout, inputs = algo.module_state().store.update_layout(), algo.update_inputs()
 
     def devices(learner):
         data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
@@ -188,10 +188,10 @@ def test_gpu_checkpoint_restores_on_cpu(gpu_run, tmp_path):
         assert set(ours) == set(theirs) and "obs_mean" in ours and "vf.0.weight" in ours
         for key in theirs:
             np.testing.assert_allclose(np.asarray(ours[key]), np.asarray(theirs[key]), rtol=1e-6)
-        assert cpu_algo.policy_lr == algo.policy_lr
-        assert [b.version for b in cpu_algo.store.batches] == [b.version for b in algo.store.batches]
+        assert cpu_algo.module_state().policy_lr == algo.module_state().policy_lr
+        assert [b.version for b in cpu_algo.module_state().store.batches] == [b.version for b in algo.module_state().store.batches]
         result = cpu_algo.train()
         assert math.isfinite(result["learners"][DEFAULT_MODULE_ID]["tv"])
-        assert cpu_algo.store.ages(cpu_algo.policy_version - 1)[:2] == [0, 1]
+        assert cpu_algo.module_state().store.ages(cpu_algo.policy_version - 1)[:2] == [0, 1]
     finally:
         cpu_algo.stop()

@@ -38,8 +38,8 @@ def train(cfg: GePPOConfig, iterations: int = 3) -> dict:
         for _ in range(iterations):
             algo.train()
         weights = algo.learner_group.get_weights()[DEFAULT_MODULE_ID]
-        return {"layout": algo.store.update_layout(), "reward_scale": algo.return_stats.std,
-                "obs_mean": algo.obs_stats.mean, "lr": algo.policy_lr,
+        return {"layout": algo.module_state().store.update_layout(), "reward_scale": algo.module_state().return_stats.std,
+                "obs_mean": algo.module_state().obs_stats.mean, "lr": algo.module_state().policy_lr,
                 "weights": {k: v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
                             for k, v in weights.items()}}
     finally:

@@ -136,14 +136,14 @@ def test_policy_lr_follows_the_tv_rule(pendulum_run):
     algo, results = pendulum_run
     stats = [learner_stats(r) for r in results]
     check_lr_rule(stats)
-    assert algo.policy_lr == pytest.approx(adapt_lr(stats[-1]["policy_lr"], stats[-1]["tv"], 0.1))
+    assert algo.module_state().policy_lr == pytest.approx(adapt_lr(stats[-1]["policy_lr"], stats[-1]["tv"], 0.1))
 
 
 def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     algo, _ = pendulum_run
     policy = algo.get_policy()
     # The workers ship no advantages: every update computes them on the store.
-    assert C.ADVANTAGES not in algo.store.batches[-1].layout
+    assert C.ADVANTAGES not in algo.module_state().store.batches[-1].layout
     # A fresh batch from the remote worker comes from the driver's policy (weights, observation
     # statistics, raw unclipped actions): pi_k / mu = 1. Except the first step of each env's
     # fragment: RolloutWorkers pick the action after a fragment's last step before returning it,
@@ -155,7 +155,7 @@ def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     batch = policy.compute_targets(fresh_layout, UpdateInputs(**{**vars(inputs), "weights_by_version": {0: 1.0}}))
     moved = (batch[C.CENTER] - 1).abs() > 1e-5
     assert moved.sum() <= algo.config.num_envs_per_env_runner
-    layout = algo.store.update_layout()
+    layout = algo.module_state().store.update_layout()
     old = policy.compute_targets(layout, inputs)
     assert (old[C.CENTER] - 1).abs().max() > 1e-3
     sample_versions = layout[C.VERSION][layout[C.LOSS_MASK].astype(bool)]  # the 1,024 samples
@@ -171,16 +171,16 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
     algo.save_checkpoint(str(tmp_path))
     restored = Algorithm.from_checkpoint(str(tmp_path))
     try:
-        assert restored.policy_lr == algo.policy_lr
-        assert [b.version for b in restored.store.batches] == [b.version for b in algo.store.batches]
-        np.testing.assert_allclose(restored.obs_stats.mean, algo.obs_stats.mean)
-        np.testing.assert_allclose(restored.return_stats.var, algo.return_stats.var)
+        assert restored.module_state().policy_lr == algo.module_state().policy_lr
+        assert [b.version for b in restored.module_state().store.batches] == [b.version for b in algo.module_state().store.batches]
+        np.testing.assert_allclose(restored.module_state().obs_stats.mean, algo.module_state().obs_stats.mean)
+        np.testing.assert_allclose(restored.module_state().return_stats.var, algo.module_state().return_stats.var)
         before, after = algo.get_policy().get_weights(), restored.get_policy().get_weights()
         for key in before:  # includes the model's observation statistics
             np.testing.assert_allclose(after[key], before[key])
         assert restored.policy_version == algo.policy_version == 4
         restored.train()
-        assert [b.version for b in restored.store.batches] == [1, 2, 3, 4]
+        assert [b.version for b in restored.module_state().store.batches] == [1, 2, 3, 4]
     finally:
         restored.stop()
 

@@ -52,7 +52,7 @@ def test_every_sample_is_tagged_with_the_policy_that_collected_it(run):
     module = algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
     current = {k: v.clone() for k, v in module.state_dict().items()}
     try:
-        for batch in algo.store.batches:
+        for batch in algo.module_state().store.batches:
             layout = batch.layout
             real = layout[C.LOSS_MASK]
             module.load_state_dict(states[batch.version])
@@ -95,8 +95,8 @@ def test_the_bound_rule_shrinks_the_clip_range_by_the_lag():
 def test_no_sample_is_lost_or_counted_twice(run):
     algo, results, _ = run
     assert [r["num_env_steps_sampled_lifetime"] for r in results] == [N * i for i in range(1, 7)]
-    assert [b.version for b in algo.store.batches] == [2, 3, 4, 5]  # contiguous: none skipped
-    assert all(b.num_steps == N for b in algo.store.batches)
+    assert [b.version for b in algo.module_state().store.batches] == [2, 3, 4, 5]  # contiguous: none skipped
+    assert all(b.num_steps == N for b in algo.module_state().store.batches)
     assert algo.policy_version == 6  # six updates, one per iteration
 
 
@@ -106,11 +106,11 @@ def test_checkpoint_restores_with_nothing_lost_or_duplicated(run, tmp_path):
     restored = GePPO.from_checkpoint(str(tmp_path))
     try:
         assert restored.policy_version == algo.policy_version
-        for ours, theirs in zip(restored.store.batches, algo.store.batches):
+        for ours, theirs in zip(restored.module_state().store.batches, algo.module_state().store.batches):
             assert ours.version == theirs.version
             np.testing.assert_array_equal(ours.layout[C.OBS], theirs.layout[C.OBS])
         result = restored.train()
-        assert [b.version for b in restored.store.batches] == [3, 4, 5, 6]  # exactly one new batch
+        assert [b.version for b in restored.module_state().store.batches] == [3, 4, 5, 6]  # exactly one new batch
         assert result["num_env_steps_sampled_lifetime"] == results[-1]["num_env_steps_sampled_lifetime"] + N
         assert result["learners"][DEFAULT_MODULE_ID]["sample_lag"] == 1
     finally:

@@ -85,7 +85,7 @@ def steps_and_rows(result: dict) -> tuple[int, int]:
 @pytest.mark.parametrize("num_learners", [2, 3])
 def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learners):
     env = one_learner.config.env
-    stored = one_learner.store.update_layout()
+    stored = one_learner.module_state().store.update_layout()
     rows = int(stored[C.LOSS_MASK].sum())
     segments = int((~stored[C.LOSS_MASK]).sum())
     assert 2 * STEPS_PER_ITERATION <= rows <= 2 * STEPS_PER_ITERATION + 2  # an env may step once more
@@ -102,8 +102,8 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
 
         inputs = one_learner.update_inputs()
         assert algo.update_inputs().shuffle_seed == inputs.shuffle_seed
-        [reference] = one_learner.update_learner_group(inputs)
-        results = algo.update_learner_group(inputs)
+        [reference] = one_learner.update_learner_group({DEFAULT_MODULE_ID: inputs})
+        results = algo.update_learner_group({DEFAULT_MODULE_ID: inputs})
 
         # Every learner: one learner's step count, on its slice of every global minibatch.
         steps, size = minibatch_shape(rows, MINIBATCHES, num_learners)
@@ -167,7 +167,7 @@ def test_three_env_runners_each_collect_their_share_under_the_scale_rule():
     try:
         result = algo.train()
         assert result["num_env_steps_sampled_lifetime"] == 3 * 128
-        [batch] = algo.store.batches
+        [batch] = algo.module_state().store.batches
         assert batch.num_steps == 384 and max(map(len, batch.segments)) <= 128
         assert result["learners"][DEFAULT_MODULE_ID]["num_gradient_steps"] == 4
     finally:

@@ -270,52 +270,46 @@ def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
 
 
 def _check_spaces(spec: ExperimentSpec, trials: list[dict[str, Any]]) -> None:
-    """GePPO's spaces check (:func:`rllib_geppo.rl_module.check_spaces`, which the algorithm
-    makes in each trial's setup), here before Ray starts: each distinct env is made once."""
+    """GePPO's check of the spaces and modules (:func:`rllib_geppo.module_spaces.check_module_spaces`,
+    which the algorithm makes in each trial's setup), here before Ray starts: each distinct
+    env, with its settings, is made once."""
     from rllib_geppo.geppo import GePPO
-    from rllib_geppo.rl_module import check_spaces
 
     if not issubclass(algorithm_class(spec.run, spec.where()), GePPO):
         return
     checked: set[str] = set()
     for trial in trials:
-        env, env_config = trial.get("env"), trial.get("env_config") or {}
-        if env is None or repr((env, env_config)) in checked:
+        env = trial.get("env")
+        key = repr({k: v for k, v in trial.items() if k != "seed"})
+        if env is None or key in checked:
             continue
-        checked.add(repr((env, env_config)))
-        spaces = env_spaces(env, env_config, spec.where("config.env"))
-        if spaces is None:
-            continue
+        checked.add(key)
         try:
-            check_spaces(*spaces)
+            check_trial_spaces(trial, spec.where("config.env"))
         except ValueError as e:
             raise UserError(f"{spec.where('config.env')}, 'env: {env}': {e}") from None
 
 
-def env_spaces(env: str, env_config: dict[str, Any], where: str) -> tuple[Any, Any] | None:
-    """The observation and action space of `env`, made as the algorithm makes it, then closed.
-
-    None (with a warning) if the env cannot be made here, e.g. a cluster's env whose package
-    only its worker nodes have: the trial then checks the spaces itself.
-    """
+def check_trial_spaces(trial: dict[str, Any], where: str) -> None:
+    """Make a trial's env as the algorithm makes it and check its modules; raises ValueError
+    for what GePPO cannot train. An env that cannot be made here (e.g. a cluster's env whose
+    package only its worker nodes have) is left to the trial, with a warning."""
     from ray.rllib.algorithms.algorithm import Algorithm
-    from ray.rllib.env.env_context import EnvContext
 
     from rllib_geppo.geppo import GePPOConfig
+    from rllib_geppo.module_spaces import check_module_spaces
 
+    config = GePPOConfig().update_from_dict(trial)
     try:
         # RLlib's own lookup: a Tune-registered name, a class path or a gymnasium id.
-        _, creator = Algorithm._get_env_id_and_creator(env, GePPOConfig())
+        _, creator = Algorithm._get_env_id_and_creator(config.env, config)
         with quiet_fds():  # MuJoCo's compiler prints deprecation notes from C
-            instance = creator(EnvContext(env_config, worker_index=0))
+            check_module_spaces(config, creator)
+    except ValueError:
+        raise
     except Exception as e:  # whatever the env's constructor raises
         log.warning("%s: could not make env %r to check its spaces before the run (%s: %s); "
-                    "each trial checks them when it starts.", where, env, type(e).__name__, e)
-        return None
-    try:
-        return instance.observation_space, instance.action_space
-    finally:
-        instance.close()
+                    "each trial checks them when it starts.", where, config.env, type(e).__name__, e)
 
 
 def _validate_sb3_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:

@@ -67,12 +67,10 @@ def lay_out(segments: Sequence[Segment]) -> dict[str, np.ndarray]:
     columns: dict[str, list[np.ndarray]] = {name: [] for name in C.STORED}
     for seg in segments:
         steps = len(seg)
-        actions = np.asarray(seg.actions)
-        if actions.dtype.kind == "f":
-            actions = actions.astype(np.float32)
+        actions = _stored(seg.actions)
         terminateds = np.zeros(steps + 1, dtype=bool)
         terminateds[steps - 1] = seg.terminated
-        columns[C.OBS].append(np.asarray(seg.obs, dtype=np.float32))
+        columns[C.OBS].append(_stored(seg.obs))
         columns[C.ACTIONS].append(np.concatenate([actions, actions[-1:]]))
         columns[C.REWARDS].append(_closed(seg.rewards, 0.0, np.float32))
         columns[C.TERMINATEDS].append(terminateds)
@@ -137,6 +135,13 @@ def from_layout(layout: dict[str, np.ndarray]) -> list[Segment]:
                     rewards=layout[C.REWARDS][a:b], behaviour_logp=layout[C.BEHAVIOUR_LOGP][a:b],
                     versions=layout[C.VERSION][a:b], terminated=bool(layout[C.TERMINATEDS][b - 1]))
             for a, b in zip(starts, ends)]
+
+
+def _stored(values) -> np.ndarray:
+    """Values as a layout stores them: floats as float32, anything else (image bytes, booleans,
+    discrete actions) in its own dtype."""
+    values = np.asarray(values)
+    return values.astype(np.float32) if values.dtype.kind == "f" else values
 
 
 def _closed(values: np.ndarray, phantom, dtype) -> np.ndarray:

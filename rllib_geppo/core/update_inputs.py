@@ -29,7 +29,8 @@ class UpdateInputs:
         weights_by_version: per-sample weight of each stored policy version (mean 1).
         reward_scale: rewards are divided by it (running std of the discounted return).
         obs_mean, obs_std: observation statistics the module installs *after* the update, so
-            that the policy that samples next is the updated one, statistics included.
+            that the policy that samples next is the updated one, statistics included (None:
+            observations the module does not normalise, such as images).
         obs_stats_before_update: install them before the update as well (the first update,
             with ``obs_stats_warm_start``).
         minibatches_per_epoch: gradient steps per epoch (:func:`~rllib_geppo.core.minibatches.minibatch_shape`).
@@ -42,8 +43,8 @@ class UpdateInputs:
     clip_eps: float
     weights_by_version: Mapping[int, float]
     reward_scale: float
-    obs_mean: np.ndarray
-    obs_std: np.ndarray
+    obs_mean: np.ndarray | None
+    obs_std: np.ndarray | None
     minibatches_per_epoch: int
     shuffle_seed: int
     obs_stats_before_update: bool = False

@@ -77,7 +77,7 @@ def training_step_old_api_stack(algo: GePPO) -> ResultDict:
             policies=[DEFAULT_POLICY_ID], timeout_seconds=None,
             global_vars={"timestep": algo._counters[NUM_AGENT_STEPS_SAMPLED]})
     return {DEFAULT_POLICY_ID: {LEARNER_STATS_KEY: stats,
-                                NUM_AGENT_STEPS_TRAINED: algo.store.num_steps,
+                                NUM_AGENT_STEPS_TRAINED: algo.module_state().store.num_steps,
                                 NUM_GRAD_UPDATES_LIFETIME: policy.num_grad_updates}}
 
 
@@ -116,7 +116,7 @@ def _update_policy(algo: GePPO, policy: GePPOTorchPolicy, inputs: UpdateInputs) 
     policy.begin_update(inputs)
     if inputs.obs_stats_before_update:
         policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
-    batch = policy.compute_targets(algo.store.update_layout(), inputs)
+    batch = policy.compute_targets(algo.module_state().store.update_layout(), inputs)
     rows = len(batch)
     steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch)
     for order in epoch_orders(rows, algo.config.num_epochs, seed=inputs.shuffle_seed,

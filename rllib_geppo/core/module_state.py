@@ -1,0 +1,108 @@
+"""`ModuleState`: what GePPO keeps for one trained RLModule from one iteration to the next.
+
+Every module GePPO trains has its own FIFO store of its last M batches, its own running
+statistics (observations, discounted returns) and its own adapted policy lr: with one agent it is
+the whole algorithm's state; with several, each policy learns from its own agents' samples, and
+agents mapped to one module (a shared policy) pool theirs into its store.
+
+Pure numpy; no Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from rllib_geppo.core.normalization import (
+    RunningMeanStd,
+    RunningReturns,
+    discounted_returns_to_go,
+    scale_change,
+)
+from rllib_geppo.core.sample_store import SampleStore
+from rllib_geppo.core.segments import Segment
+
+#: Values of the ``reward_scaling`` setting: which discounted return's std scales the rewards.
+REWARD_SCALINGS = ("returns_to_go", "running_return")
+
+
+class ModuleState:
+    """One module's sample store, running statistics and policy lr.
+
+    Args:
+        capacity: M, the number of batches the store keeps.
+        policy_lr: the initial policy lr (adapted by the Algorithm's lr rule).
+        gamma: the discount of the returns whose std scales rewards.
+        reward_scaling: one of :data:`REWARD_SCALINGS`.
+        track_obs_stats: whether to keep running observation statistics (flat observations,
+            which the module normalises; not images).
+    """
+
+    def __init__(self, capacity: int, *, policy_lr: float, gamma: float, reward_scaling: str,
+                 track_obs_stats: bool = True):
+        if reward_scaling not in REWARD_SCALINGS:
+            raise ValueError(f"reward_scaling must be one of {REWARD_SCALINGS}, got {reward_scaling!r}.")
+        self.store = SampleStore(capacity)
+        self.policy_lr = float(policy_lr)
+        self.gamma = gamma
+        self.reward_scaling = reward_scaling
+        self.track_obs_stats = track_obs_stats
+        self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
+        self.return_stats = RunningMeanStd()
+        self.running_returns = RunningReturns(gamma)
+
+    def add(self, new_segments: Sequence[Segment]) -> float:
+        """Store ``new_segments`` as this iteration's batch and fold them into the statistics.
+
+        Every statistic is a function of the steps alone, whatever chunks sampling cut them
+        into: each observation s_0 ... s_{T-1} counts once (s_T is the next chunk's s_0), and
+        the returns run on across an episode's chunks (``reward_scaling="running_return"``).
+        Returns the factor (>= 1) by which the batch changed the reward scale.
+        """
+        self.store.add(new_segments)
+        if self.track_obs_stats:
+            observations = np.concatenate([np.asarray(s.obs[:-1], dtype=np.float32) for s in new_segments])
+            if self.obs_stats is None:
+                self.obs_stats = RunningMeanStd(observations.shape[1:])
+            self.obs_stats.update(observations)
+        returns = self._returns(new_segments)
+        change = scale_change(self.return_stats, returns)
+        self.return_stats.update(returns)
+        return change
+
+    def _returns(self, new_segments: Sequence[Segment]) -> np.ndarray:
+        if self.reward_scaling == "running_return":
+            return self.running_returns.update(
+                [(s.episode_id, s.rewards, s.terminated or s.truncated) for s in new_segments])
+        return np.concatenate([discounted_returns_to_go(s.rewards, self.gamma) for s in new_segments])
+
+    @property
+    def reward_scale(self) -> float:
+        """The std of the discounted return, which every reward is divided by in an update."""
+        return float(self.return_stats.std)
+
+    def obs_moments(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(mean, std)`` of the observations as float32, or ``(None, None)`` where none are kept."""
+        if self.obs_stats is None:
+            return None, None
+        return self.obs_stats.mean.astype(np.float32), self.obs_stats.std.astype(np.float32)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "store": self.store.get_state(),
+            "policy_lr": self.policy_lr,
+            "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
+            "return_stats": self.return_stats.get_state(),
+            "running_returns": self.running_returns.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.store.set_state(state["store"])
+        self.policy_lr = float(state["policy_lr"])
+        self.obs_stats = None
+        if state["obs_stats"] is not None:
+            self.obs_stats = RunningMeanStd()
+            self.obs_stats.set_state(state["obs_stats"])
+        self.return_stats.set_state(state["return_stats"])
+        self.running_returns.set_state(state["running_returns"])

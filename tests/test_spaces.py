@@ -1,0 +1,159 @@
+"""The spaces and models RLlib's PPO takes: images through a CNN, Dict observations through
+RLlib's flattening connector, MultiDiscrete and MultiBinary actions, a user's own RLModule; and
+the ones GePPO refuses (recurrent models, modules without values), before any worker starts."""
+
+import math
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.models.torch.encoder import TorchCNNEncoder
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
+
+from geppo_checks import METRICS
+from rllib_geppo import GePPO, GePPOConfig
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.learner import OPTIMIZER
+from rllib_geppo.rl_module import GePPOTorchRLModule
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners make this module's envs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def small(env, **env_config) -> GePPOConfig:
+    return (GePPOConfig().environment(env, env_config=env_config)
+            .env_runners(num_env_runners=1).debugging(seed=0)
+            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4))
+
+
+def train(config: GePPOConfig, iterations: int = 2) -> tuple[GePPO, dict]:
+    algo = config.build_algo()
+    for _ in range(iterations):
+        result = algo.train()
+    learner = result["learners"][DEFAULT_MODULE_ID]
+    assert all(math.isfinite(learner[key]) for key in METRICS), learner
+    return algo, learner
+
+
+def module(algo: GePPO):
+    return algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
+
+
+class MultiDiscreteCartPole(gym.ActionWrapper):
+    """CartPole pushed by the first of two categorical choices (the second does nothing)."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.action_space = gym.spaces.MultiDiscrete([2, 3])
+
+    def action(self, action):
+        return int(action[0])
+
+
+class MultiBinaryCartPole(gym.ActionWrapper):
+    """CartPole pushed right when the first of three bits is set."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.action_space = gym.spaces.MultiBinary(3)
+
+    def action(self, action):
+        return int(action[0])
+
+
+def test_images_go_through_a_cnn_and_are_not_normalised():
+    pytest.importorskip("minatar")
+    algo, _ = train(small("MinAtar/Breakout-v1"))
+    try:
+        encoder = module(algo).pi_encoder
+        assert isinstance(encoder, TorchCNNEncoder) and isinstance(module(algo).vf_encoder, TorchCNNEncoder)
+        state = algo.module_state()
+        assert state.obs_stats is None
+        stored = state.store.batches[-1].layout[C.OBS]
+        assert stored.dtype == bool and stored.shape[1:] == (10, 10, 4)
+        # The value network's CNN learns with the value lr, the policy's with the policy lr.
+        policy, value = algo.learner_group._learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).param_groups
+        vf_params = {id(p) for p in module(algo).vf_encoder.parameters()}
+        assert vf_params <= {id(p) for p in value["params"]}
+        assert not vf_params & {id(p) for p in policy["params"]}
+    finally:
+        algo.stop()
+
+
+def test_dict_observations_are_flattened_stored_flat_and_normalised():
+    # By class path, which RLlib's new-stack EnvRunners do not make themselves.
+    path = "ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space.CartPoleWithDictObservationSpace"
+    algo, _ = train(small(path))
+    try:
+        assert isinstance(CartPoleWithDictObservationSpace().observation_space, gym.spaces.Dict)
+        assert module(algo).observation_space.shape == (7,)
+        state = algo.module_state()
+        assert state.store.batches[-1].layout[C.OBS].shape[1:] == (7,)
+        assert state.obs_stats.count == state.store.num_steps
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("env", [MultiDiscreteCartPole, MultiBinaryCartPole])
+def test_multi_discrete_and_multi_binary_actions_train(env):
+    algo, _ = train(small(env))
+    try:
+        actions = algo.module_state().store.batches[-1].layout[C.ACTIONS]
+        assert actions.shape[1:] == env().action_space.shape
+        assert set(np.unique(actions[:, 0])) == {0, 1}
+    finally:
+        algo.stop()
+
+
+def test_a_users_own_rl_module_trains():
+    """RLlib's PPO module, built by its catalog: values from compute_values, the critic's
+    parameters (its non-inference attributes) with the value lr."""
+    config = small("CartPole-v1").rl_module(
+        rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog))
+    algo, _ = train(config)
+    try:
+        assert isinstance(module(algo), DefaultPPOTorchRLModule)
+        _, value = algo.learner_group._learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).param_groups
+        assert {id(p) for p in module(algo).vf.parameters()} <= {id(p) for p in value["params"]}
+    finally:
+        algo.stop()
+
+
+class NoValuesModule(TorchRLModule):
+    def setup(self):
+        self.net = GePPOTorchRLModule(observation_space=self.observation_space,
+                                      action_space=self.action_space, model_config={})
+
+    def _forward(self, batch, **kwargs):
+        return self.net._forward(batch)
+
+
+class RecurrentModule(GePPOTorchRLModule):
+    def is_stateful(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("config,message", [
+    (small("CartPole-v1").rl_module(model_config={"use_lstm": True}), "feed-forward models only"),
+    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=RecurrentModule)),
+     "is recurrent"),
+    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=NoValuesModule)),
+     "does not implement RLlib's ValueFunctionAPI"),
+])
+def test_refused_models_fail_before_any_env_runner_starts(config, message):
+    with pytest.raises(ValueError, match=message) as failure:
+        config.build_algo()
+    assert not [entry for entry in failure.traceback if "env_runner" in str(entry.path)]
