@@ -10,7 +10,8 @@ Tasks (names as the report shows them):
 
 GePPO runs with its defaults. RLlib's PPO runs with the settings of RLlib's own CartPole tuned
 example (lr 3e-4, 6 epochs, vf_loss_coeff 0.01) and its default model (fcnet [256, 256], or the
-catalog's CNN for images), the entropy bonus 0.01 of RLlib's Atari example on Breakout.
+catalog's CNN for images), the entropy bonus 0.01 of RLlib's Atari example on Breakout, and
+RLlib's FlattenObservations connector on the Dict task, as RLlib's own Dict example.
 
     python benchmarks/rllib_ppo_tasks.py --storage-path runs/tasks            # everything
     python benchmarks/rllib_ppo_tasks.py --storage-path runs/tasks --tasks CartPoleDict --seeds 0
@@ -29,6 +30,7 @@ from pathlib import Path
 import ray
 from ray import tune
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.env_to_module import FlattenObservations
 from ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.tune.registry import register_env
@@ -72,6 +74,9 @@ def config(task: str, algorithm: str) -> PPOConfig:
         cfg = PPOConfig().training(lr=3e-4, num_epochs=6, vf_loss_coeff=0.01,
                                    entropy_coeff=0.01 if task.startswith("MinAtar") else 0.0)
     cfg = cfg.environment(task).env_runners(num_env_runners=1)
+    if algorithm == "PPO" and task == "CartPoleDict":
+        # RLlib's PPO needs the flattening connector its Dict-observation example uses; GePPO adds it.
+        cfg = cfg.env_runners(env_to_module_connector=lambda env, spaces, device: FlattenObservations())
     if policies is not None:
         mapping = shared_policy if policies == {"shared"} else policy_per_agent
         cfg = cfg.multi_agent(policies=policies, policy_mapping_fn=mapping)

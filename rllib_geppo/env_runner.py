@@ -11,7 +11,8 @@ GePPO's EnvRunner instead derives every seed from the trial's seed with numpy's 
 i))``, its actions come from a generator seeded with ``spawn_key=(role, r)``, where ``r`` counts
 the EnvRunners that sample (the driver's when there are none, else remote ones from 0) and
 ``role`` separates training from evaluation. Seeds of different trials are then independent
-draws, and sampling in the driver gives the same samples as on one remote EnvRunner.
+draws, and sampling in the driver gives the same samples as on one remote EnvRunner. A
+restarted EnvRunner and recreated envs get new seeds, derived from their restart count.
 
 With ``stagger_starts`` it cuts its training envs' first episodes so that the trial's envs go
 out of phase (:mod:`rllib_geppo.staggered_starts`).
@@ -39,15 +40,19 @@ from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit,
 logger = logging.getLogger(__name__)
 
 
-def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = False) -> tuple[list[int], int]:
+def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = False,
+                  generation: tuple[int, int] = (0, 0)) -> tuple[list[int], int]:
     """``(env seeds, action seed)`` of sampler ``sampler`` of a trial with seed ``seed``.
 
     Env seeds are 32-bit (what gymnasium's ``reset(seed=...)`` takes), the action seed 64-bit.
+    ``generation`` counts the sampler's restarts and its envs' recreations: each one gets new
+    seeds, derived from it (reproducible, and never a replay of episodes already sampled).
     """
     role = int(evaluation)
-    env_seeds = [int(np.random.SeedSequence(seed, spawn_key=(role, sampler, i)).generate_state(1)[0])
+    extra = tuple(generation) if any(generation) else ()
+    env_seeds = [int(np.random.SeedSequence(seed, spawn_key=(role, sampler, i, *extra)).generate_state(1)[0])
                  for i in range(num_envs)]
-    action_seed = int(np.random.SeedSequence(seed, spawn_key=(role, sampler)).generate_state(1, np.uint64)[0])
+    action_seed = int(np.random.SeedSequence(seed, spawn_key=(role, sampler, *extra)).generate_state(1, np.uint64)[0])
     return env_seeds, action_seed
 
 
@@ -61,17 +66,30 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
     """
 
     def __init__(self, *, config, **kwargs):
+        self._restarts = 0  # of this EnvRunner, as the Algorithm counts them (reseed)
+        self._recreations = -1  # of its envs (make_env, which RLlib's __init__ calls first)
         super().__init__(config=config, **kwargs)
         self._env_steps_untallied = 0  # env.step() calls since the last tally
         self._env_step_seconds = 0.0  # and the seconds they took
+        self._apply_seeds()
+
+    def _apply_seeds(self) -> None:
+        """Seed the envs' next reset and the actions from :func:`sampler_seeds`."""
         if self.config.seed is None or self.env is None:
             return
         env_seeds, action_seed = sampler_seeds(self.config.seed, self.sampler_index, self.num_envs,
-                                               evaluation=self.config.in_evaluation)
-        self._seed = env_seeds  # RLlib passes it to the vector env's first reset
+                                               evaluation=self.config.in_evaluation,
+                                               generation=(self._restarts, self._recreations))
+        self._seed = env_seeds  # RLlib passes it to the vector env's reset after make_env
         torch.manual_seed(action_seed)
         if isinstance(self._module_to_env, FusedModuleToEnvPipeline):
             self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
+
+    def reseed(self, restarts: int) -> None:
+        """New seeds after this EnvRunner's restart number ``restarts`` (a restarted actor is
+        built again with its original arguments, which would replay its first episodes)."""
+        self._restarts = restarts
+        self._apply_seeds()
 
     @property
     def sampler_index(self) -> int:
@@ -84,6 +102,9 @@ class GePPOEnvRunner(SingleAgentEnvRunner):
         their first episodes so that the run's envs go out of phase
         (:mod:`rllib_geppo.staggered_starts`)."""
         super().make_env()  # sets self.env or raises
+        self._recreations += 1
+        if self._recreations:  # the envs of a failed step, recreated: new seeds
+            self._apply_seeds()
         if self.config.stagger_starts and not self.config.in_evaluation:
             self._stagger_starts()
 

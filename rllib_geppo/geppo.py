@@ -69,6 +69,7 @@ from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
 from rllib_geppo.core.segments import Segment, describe_nonfinite
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
+from rllib_geppo.env_checks import diagnose_env
 from rllib_geppo.env_runner_pipelines import lean
 from rllib_geppo.episode_segments import segments_by_module
 from rllib_geppo.module_spaces import check_module_spaces, trained_modules
@@ -217,6 +218,7 @@ class GePPOConfig(PPOConfig):
         self.nonfinite_data = "error"  # or "drop": what a NaN/inf reward or observation does
         self.compile_learner = "auto"  # torch.compile the minibatch step; "auto": a single learner, later
         self.stagger_starts = False  # cut the training envs' first episodes so they go out of phase
+        self.max_failed_samples_in_a_row = 3  # then stop with the env's error (RLlib restarts for ever)
 
     @override(PPOConfig)
     def training(
@@ -245,6 +247,7 @@ class GePPOConfig(PPOConfig):
         compile_learner: bool | str = NotProvided,
         stagger_starts: bool = NotProvided,
         train_batch_size_per_env_runner: int | None = NotProvided,
+        max_failed_samples_in_a_row: int = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
@@ -265,6 +268,10 @@ class GePPOConfig(PPOConfig):
                 1024 on one EnvRunner is the paper's n. None (default): n is
                 ``train_batch_size_per_learner`` x learners, whatever the EnvRunners
                 (docs/cluster_and_gpu.md, "Scale one trial").
+            max_failed_samples_in_a_row: how many iterations in a row may sample nothing
+                because their EnvRunners failed before training stops with the environment's
+                error. RLlib restarts failed EnvRunners (``restart_failed_env_runners``), which
+                an environment that fails whenever it runs would have it do for ever. Default 3.
             batch_multiple: B, PPO's batch in units of n (N = B*n). Default 2.
             max_policies: M_max, most batch ages the weight optimiser may use. Default 20.
             policy_weights: "optimal" (paper's convex programs), "uniform", or an explicit
@@ -502,6 +509,7 @@ class GePPOConfig(PPOConfig):
         require(self.reward_scaling in REWARD_SCALINGS, "reward_scaling", f"one of {REWARD_SCALINGS}")
         require(isinstance(self.obs_stats_warm_start, bool), "obs_stats_warm_start", "True or False")
         require(isinstance(self.stagger_starts, bool), "stagger_starts", "True or False")
+        require(is_count(self.max_failed_samples_in_a_row, 1), "max_failed_samples_in_a_row", "an integer >= 1")
         require(is_number(self.adam_eps) and self.adam_eps > 0, "adam_eps", "a finite positive number")
         require(is_number(self.vtrace_clip) and self.vtrace_clip > 0, "vtrace_clip", "> 0")
         require(is_number(self.lr) and self.lr > 0, "lr",
@@ -571,6 +579,8 @@ COMPONENT_GEPPO = "geppo"
 MAX_SAMPLE_LAG = 1
 #: A batch that changes the reward scale by more than this factor gets a warning.
 REWARD_SCALE_JUMP = 1000.0
+#: The logger through which RLlib reports the errors of remote EnvRunners it tolerates.
+ACTOR_MANAGER_LOGGER = "ray.rllib.utils.actor_manager"
 
 
 def _is_class_path(env: Any) -> bool:
@@ -580,6 +590,37 @@ def _is_class_path(env: Any) -> bool:
 
 class NonFiniteDataError(ValueError):
     """An environment returned a NaN or infinite reward or observation."""
+
+
+class EnvRunnerFailedError(RuntimeError):
+    """Sample after sample failed in the EnvRunners (an environment that fails whenever it runs)."""
+
+
+class LastEnvRunnerError(logging.Handler):
+    """The last EnvRunner error RLlib's actor manager logged (it logs the remote errors of a
+    sample it tolerates, and goes on): attached to that logger while the Algorithm lives."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self._last: BaseException | None = None
+        logging.getLogger(ACTOR_MANAGER_LOGGER).addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, BaseException):
+            self._last = record.msg
+
+    def pop(self) -> BaseException | None:
+        """The last error since the previous call, or None."""
+        last, self._last = self._last, None
+        return last
+
+    def close(self) -> None:
+        logging.getLogger(ACTOR_MANAGER_LOGGER).removeHandler(self)
+        super().close()
+
+
+class EnvRunnerTimeoutError(TimeoutError):
+    """EnvRunners did not answer within ``sample_timeout_s`` (an environment that blocks)."""
 
 
 class GePPO(PPO):
@@ -620,6 +661,10 @@ class GePPO(PPO):
         self._seed_root = config.seed if config.seed is not None else np.random.SeedSequence().entropy
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
         self._result_keys: list[result_schema.Path] | None = None  # set by the first result
+        self._env_runner_errors = LastEnvRunnerError()  # what RLlib logged of a failed sample
+        self._failed_samples_in_a_row = 0
+        self._last_env_runner_error: BaseException | None = None
+        self._env_runner_restarts: dict[tuple[bool, int], int] = {}
 
     def module_state(self, module_id: str = DEFAULT_MODULE_ID) -> ModuleState:
         """The store, running statistics and policy lr of a trained module (default: the
@@ -656,6 +701,7 @@ class GePPO(PPO):
         return episodes, runner_metrics, time.perf_counter() - start
 
     def _store_episodes(self, episodes: list, runner_metrics: list, seconds: float) -> None:
+        self._count_failed_samples(sum(map(len, episodes)))
         self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
         self.metrics.log_value((TIMERS, ENV_RUNNER_SAMPLING_TIMER), seconds)
         new_segments = segments_by_module(episodes, multi_agent=self.config.is_multi_agent)
@@ -663,13 +709,48 @@ class GePPO(PPO):
             dropped = self.add_to_store(new_segments.get(module_id, []), module_id)
             self.metrics.log_value((LEARNER_RESULTS, module_id, "num_dropped_segments"), dropped, window=1)
 
+    def _count_failed_samples(self, steps: int) -> None:
+        """Stop the run with the environment's error once ``max_failed_samples_in_a_row``
+        iterations in a row sampled no env step: RLlib restarts failed EnvRunners for ever,
+        and an env that fails whenever it runs would keep the run going without a sample."""
+        self._last_env_runner_error = self._env_runner_errors.pop() or self._last_env_runner_error
+        if steps:
+            self._failed_samples_in_a_row = 0
+            return
+        self._failed_samples_in_a_row += 1
+        if self._failed_samples_in_a_row >= self.config.max_failed_samples_in_a_row:
+            error = self._last_env_runner_error
+            problem = diagnose_env(self.env_creator, self.config.env_config)
+            found = (f"Made in the driver and run with random actions, it shows the problem: {problem}."
+                     if problem else "It runs cleanly in the driver with random actions; the "
+                     "EnvRunners' logs hold their error.")
+            raise EnvRunnerFailedError(
+                f"iteration {self.iteration + 1}: {self._failed_samples_in_a_row} samples in a row "
+                f"returned no env step: their EnvRunners failed and were restarted, or were still "
+                f"being restarted, so environment {self.config.env!r} seems to fail whenever it "
+                f"runs. {found} The last EnvRunner error: "
+                f"{error if error is not None else 'none reported'}. Fix the environment; "
+                "max_failed_samples_in_a_row sets how many such samples stop the run.") from error
+
+    @override(Algorithm)
+    def restore_env_runners(self, env_runner_group) -> list[int]:
+        # A restarted EnvRunner gets new seeds, derived from its restart count (not a replay).
+        restored = super().restore_env_runners(env_runner_group)
+        for index in restored:
+            key = (env_runner_group is self.eval_env_runner_group, index)
+            self._env_runner_restarts[key] = restarts = self._env_runner_restarts.get(key, 0) + 1
+            env_runner_group.foreach_env_runner(
+                lambda runner, n=restarts: runner.reseed(n) if hasattr(runner, "reseed") else None,
+                remote_worker_ids=[index], local_env_runner=False)
+        return restored
+
     def add_to_store(self, new_segments: Sequence[Segment], module_id: str = DEFAULT_MODULE_ID) -> int:
         """Check a module's new segments, store them as its batch of this iteration and fold
         them into its running statistics (both API stacks). Returns the number dropped."""
         kept = self._finite_segments(new_segments)
         if not kept:
             logger.warning("iteration %d collected no usable samples for module %r; its store is "
-                           "unchanged.", self.iteration, module_id)
+                           "unchanged.", self.iteration + 1, module_id)
             return len(new_segments)
         state = self.module_state(module_id)
         before = state.reward_scale
@@ -679,7 +760,7 @@ class GePPO(PPO):
                 "iteration %d: environment %r returned a %s, which changes the reward scale "
                 "(the std of the discounted return) %.3g times, from %.3g to %.3g. Every reward "
                 "is divided by that scale from now on, so the others count for next to nothing "
-                "(docs/bad_input.md). Check the environment's rewards.", self.iteration,
+                "(docs/bad_input.md). Check the environment's rewards.", self.iteration + 1,
                 self.config.env, segments.describe_largest_reward(kept), change, before,
                 state.reward_scale)
         return len(new_segments) - len(kept)
@@ -749,7 +830,7 @@ class GePPO(PPO):
             if not quiet:
                 logger.warning("iteration %d: no new batch arrived for module %r; its update waits "
                                "for one (the youngest stored batch is %d iterations old).",
-                               self.iteration, module_id, self.sample_lag(module_id))
+                               self.iteration + 1, module_id, self.sample_lag(module_id))
             return False
         return True
 
@@ -800,7 +881,7 @@ class GePPO(PPO):
         state = self.module_state(module_id)
         if not complete or not np.isfinite(tv):
             logger.warning("iteration %d: the update of module %r was not finite (TV %s); its policy "
-                           "lr stays %.3g.", self.iteration, module_id, tv, state.policy_lr)
+                           "lr stays %.3g.", self.iteration + 1, module_id, tv, state.policy_lr)
             return
         state.policy_lr = adapt_lr(state.policy_lr, tv, clip_eps, factor=self.config.lr_adapt_factor,
                                    min_ratio=self.config.lr_adapt_min_ratio)
@@ -823,25 +904,47 @@ class GePPO(PPO):
 
         RLlib's ``sync_weights`` is fire-and-forget and drops requests to busy actors; GePPO's
         ages need every batch tagged with the policy that really collected it, so the sync here
-        is blocking. The version sent is pi_k's from here on.
+        is blocking, with ``sample_timeout_s`` as its limit (an EnvRunner stuck in an env's
+        ``step()`` fails the run instead of hanging it). The version sent is pi_k's from here on.
 
         An EnvRunner loads weights only with a version above its own, but takes the version
         anyway. ``force=True`` (after a restore, whose version may be older than the EnvRunners')
-        loads them regardless: first without a version, which RLlib's ``set_state`` always
-        loads, then the version alone.
+        loads them regardless, on the evaluation EnvRunners too: first without a version, which
+        RLlib's ``set_state`` always loads, then the version alone.
         """
         state = self.learner_group.get_state(
             components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True)[COMPONENT_LEARNER]
         ref = ray.put({COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]})
 
-        def sync(runner) -> None:
+        def sync(runner) -> bool:
             new = ray.get(ref)
             if force:
                 runner.set_state({COMPONENT_RL_MODULE: new[COMPONENT_RL_MODULE]})
             runner.set_state(new)
+            return True
 
-        self.env_runner_group.foreach_env_runner(sync, local_env_runner=True)
+        groups = [self.env_runner_group]
+        if force and self.eval_env_runner_group is not None:
+            groups.append(self.eval_env_runner_group)
+        for group in groups:
+            self._wait_on_env_runners(group, sync, "take the new weights")
         self.policy_version = state[WEIGHTS_SEQ_NO]
+
+    def _wait_on_env_runners(self, group, fn, what: str) -> list:
+        """``fn`` on every healthy EnvRunner of ``group`` (and its local one), waiting at most
+        ``sample_timeout_s``. If any does not answer in time, the group's remote EnvRunners are
+        killed and EnvRunnerTimeoutError names the cause."""
+        timeout = self.config.sample_timeout_s  # None: wait as long as it takes
+        expected = group.num_healthy_remote_workers() + (1 if group.local_env_runner is not None else 0)
+        results = group.foreach_env_runner(fn, local_env_runner=True, timeout_seconds=timeout)
+        if len(results) < expected and timeout is not None:
+            group.reset([])  # kills the remote EnvRunners, so that stopping does not wait on them
+            raise EnvRunnerTimeoutError(
+                f"iteration {self.iteration + 1}: {expected - len(results)} of {expected} EnvRunners did "
+                f"not {what} within {timeout:g} s (sample_timeout_s). An EnvRunner is busy while its "
+                f"environment's step() or reset() runs: environment {self.config.env!r} may block. Fix "
+                "the environment, or raise sample_timeout_s if its steps are that slow.")
+        return results
 
     @override(Algorithm)
     def restore_from_path(self, path, *args, **kwargs) -> None:
@@ -857,6 +960,8 @@ class GePPO(PPO):
             new_stack = self.config.enable_env_runner_and_connector_v2
             late = [key for module_id in self.module_states for key in result_schema.late_keys(module_id)]
             self._result_keys = result_schema.schema(result, late if new_stack else ())
+        else:
+            self._result_keys = result_schema.grow(self._result_keys, result)
         complete = result_schema.with_keys(result, self._result_keys)
         result.clear()
         result.update(complete)
@@ -866,6 +971,7 @@ class GePPO(PPO):
     def stop(self) -> None:
         if self._sampler is not None:
             self._sampler.shutdown(wait=True)
+        self._env_runner_errors.close()
         super().stop()
 
     @override(Algorithm)

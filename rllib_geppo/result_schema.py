@@ -5,8 +5,10 @@ appear later; on a resume it appends rows in the order of the first result after
 with no new header. RLlib reports some keys only once something has happened (the episode
 returns once an episode has ended, a timer once it has run, Tune's CPU and RAM figures once
 they were sampled), and in the order the metrics were first logged, which a restore changes.
-So every result of a GePPO run holds the keys of its first result plus :func:`late_keys`, NaN
-where there is no value this iteration, sorted by their path.
+So every result of a GePPO run holds the keys of its first result plus :func:`late_keys`, and
+from the iteration they first appear on, any other keys (:func:`grow`), NaN where there is no
+value this iteration, sorted by their path. (``rllib train file`` also gives such late keys a
+column in ``progress.csv``: :mod:`rllib_geppo.cli.progress_csv`.)
 
 Pure Python; no Ray.
 """
@@ -51,6 +53,17 @@ def leaf_paths(result: dict[str, Any]) -> dict[Path, Any]:
 def schema(first_result: dict[str, Any], late: Iterable[Path] = ()) -> list[Path]:
     """The key paths of a run: those of its first result and ``late``, sorted."""
     return sorted(set(leaf_paths(first_result)) | set(late), key=_sort_key)
+
+
+def grow(keys: Sequence[Path], result: dict[str, Any]) -> list[Path]:
+    """``keys`` and the paths of ``result`` that they lack (a key that appears in a later
+    result: an evaluation every N iterations, a callback's metric), sorted; a path that clashes
+    with a key (one holds a value where the other holds a dict) is left out."""
+    known = set(keys)
+    new = [path for path in leaf_paths(result) if path not in known
+           and not any(path[:i] in known for i in range(1, len(path)))
+           and not any(k[:len(path)] == path for k in known)]
+    return sorted([*keys, *new], key=_sort_key) if new else list(keys)
 
 
 def _sort_key(path: Path) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ Training runs start their own local Ray in a subprocess; everything else runs ma
 and must not start Ray at all.
 """
 
+import csv
 import json
 import math
 import os
@@ -73,8 +74,11 @@ def dry_run(capsys, *argv: str) -> dict:
 
 def test_train_file_writes_results_and_checkpoints(tmp_path):
     yaml_file = write(tmp_path, TINY, "tiny.yaml")
+    # An evaluation every second iteration: its keys first appear in iteration 2.
     proc = subprocess.run(
-        [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results")],
+        [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results"),
+         "-c", "evaluation_interval=2", "-c", "evaluation_duration=1",
+         "-c", "evaluation_duration_unit=episodes"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -85,7 +89,13 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
         assert [r["training_iteration"] for r in results] == [1, 2, 3]
         returns = [r["env_runners"].get("episode_return_mean", math.nan) for r in results]
         assert math.isnan(returns[0]) and math.isfinite(returns[1]) and math.isnan(returns[2])
-        assert (trial_dir / "progress.csv").is_file() and (trial_dir / "params.json").is_file()
+        assert (trial_dir / "params.json").is_file()
+        with (trial_dir / "progress.csv").open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        evaluated = [row["evaluation/env_runners/episode_return_mean"] for row in rows]
+        assert evaluated[0] in ("", "nan")  # before the first evaluation
+        assert math.isfinite(float(evaluated[1]))  # the late column kept, with its value
+        assert [int(row["training_iteration"]) for row in rows] == [1, 2, 3]
         assert list(trial_dir.glob("checkpoint_*/algorithm_state.pkl"))
         summary_lines = proc.stdout.split("\nSummary:\n")[1].splitlines()
         (summary,) = [line for line in summary_lines if line.strip().startswith(f"{experiment}_")]

@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,7 +23,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
 from rllib_geppo import GePPO, GePPOConfig, result_schema
-from rllib_geppo.geppo import NonFiniteDataError
+from rllib_geppo.geppo import EnvRunnerFailedError, EnvRunnerTimeoutError, NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
 from rllib_geppo.env_runner import GePPOEnvRunner
@@ -34,8 +35,9 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 class Fault(gym.Wrapper):
     """Pendulum with one bad step, counted over the env's life: a NaN reward, a NaN in
-    observation index 1, or an exception (once per marker file, so a restarted EnvRunner's env
-    does not fail again)."""
+    observation index 1, an exception (once per marker file, so a restarted EnvRunner's env
+    does not fail again), a step that never returns ("block"); or, "broken", an exception at
+    every step from then on."""
 
     def __init__(self, config: dict):
         super().__init__(gym.make("Pendulum-v1"))
@@ -54,6 +56,10 @@ class Fault(gym.Wrapper):
             elif self.kind == "crash" and not Path(self.marker).exists():
                 Path(self.marker).touch()
                 raise RuntimeError("the simulator crashed")
+            elif self.kind == "block":
+                time.sleep(3600)
+        if self.kind == "broken" and self.steps >= self.at:
+            raise RuntimeError("the simulator is broken")
         return obs, reward, terminated, truncated, info
 
 
@@ -535,3 +541,99 @@ def test_result_schema_fills_missing_keys_with_nan_and_sorts_them():
     # ("b", "c") clashes with the value of b: left out; "new" is kept, sorted in.
     assert list(result_schema.leaf_paths(later)) == [("a", "y"), ("a", "z"), ("b",), ("config",), ("new",)]
     assert math.isnan(later["a"]["y"]) and later["a"]["z"] == 3 and later["config"] == {"lr": 2}
+
+
+def test_an_env_that_blocks_fails_the_run_instead_of_hanging():
+    algo = (config("block", at=100).env_runners(num_env_runners=1, sample_timeout_s=3)
+            .training(overlap_sampling=False)).build_algo()
+    try:
+        with pytest.raises(EnvRunnerTimeoutError, match=r"1 of 2 EnvRunners did not take the new "
+                           r"weights within 3 s \(sample_timeout_s\).*'fault-pendulum' may block"):
+            algo.train()
+    finally:
+        algo.stop()  # returns: the blocked EnvRunner was killed
+
+
+def test_an_env_that_fails_at_every_step_stops_the_run_with_its_error():
+    algo = (config("broken", at=1).env_runners(num_env_runners=1)
+            .fault_tolerance(delay_between_env_runner_restarts_s=0)
+            .training(max_failed_samples_in_a_row=2)).build_algo()
+    try:
+        with pytest.raises(EnvRunnerFailedError, match="2 samples in a row returned no env step.*"
+                           "shows the problem: step\\(\\) raised RuntimeError: the simulator is "
+                           "broken \\(at step 1\\)"):
+            for _ in range(4):
+                algo.train()
+        assert algo.iteration <= 2
+    finally:
+        algo.stop()
+
+
+def test_a_restarted_env_runner_and_recreated_envs_get_new_seeds():
+    from rllib_geppo.env_runner import sampler_seeds
+
+    first, restarted, recreated = (sampler_seeds(7, 0, 2, generation=g) for g in ((0, 0), (1, 0), (0, 1)))
+    assert first == sampler_seeds(7, 0, 2)  # the seeds of runs without restarts stay
+    assert len({tuple(first[0]), tuple(restarted[0]), tuple(recreated[0])}) == 3
+    assert len({first[1], restarted[1], recreated[1]}) == 3
+    assert restarted == sampler_seeds(7, 0, 2, generation=(1, 0))  # reproducible
+
+
+class ArrayReward(gym.Wrapper):
+    """Pendulum whose reward is a one-element array: RLlib's episodes cannot take it."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("Pendulum-v1"))
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, np.array([reward]), terminated, truncated, info
+
+
+def test_the_driver_diagnosis_names_a_reward_rllib_cannot_take():
+    from rllib_geppo.env_checks import diagnose_env
+
+    problem = diagnose_env(ArrayReward, {})
+    assert problem.startswith("step(): The reward returned by `step()` must be a float"), problem
+    assert problem.endswith("(at step 1)")
+    assert diagnose_env(lambda config: gym.make("Pendulum-v1"), {}) is None
+
+
+def test_set_state_in_place_restores_the_weights_everywhere_evaluation_included():
+    # algo.set_state(older state) on a live algorithm, as PBT does in memory.
+    algo = (config("nan_reward", at=10**9).env_runners(num_env_runners=1)
+            .evaluation(evaluation_interval=1, evaluation_num_env_runners=1, evaluation_duration=1,
+                        evaluation_duration_unit="episodes")
+            .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
+
+    def runner_weights(group) -> list[dict]:
+        return group.foreach_env_runner(lambda runner: runner.module.get_state(), local_env_runner=False)
+
+    try:
+        for _ in range(2):
+            algo.train()
+        state, version = algo.get_state(), algo.policy_version
+        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+        saved = module.get_state(inference_only=True)
+        for _ in range(2):
+            algo.train()
+        assert not np.array_equal(module.get_state()["pi.0.weight"], saved["pi.0.weight"])
+        algo.set_state(state)
+        assert algo.policy_version == version
+        everywhere = [module.get_state(inference_only=True), *runner_weights(algo.env_runner_group),
+                      *runner_weights(algo.eval_env_runner_group)]
+        assert len(everywhere) == 3
+        for weights in everywhere:
+            for name, value in saved.items():
+                np.testing.assert_array_equal(weights[name], value, err_msg=name)
+    finally:
+        algo.stop()
+
+
+def test_result_schema_grows_with_keys_that_appear_late():
+    keys = result_schema.schema({"a": {"y": 1}, "b": 2})
+    grown = result_schema.grow(keys, {"a": {"y": 1}, "b": 2, "evaluation": {"r": 3.0}})
+    assert grown == [("a", "y"), ("b",), ("evaluation", "r")]
+    assert result_schema.grow(grown, {"a": 5}) == grown  # a clash ("a" a value) adds nothing
+    later = result_schema.with_keys({"a": {"y": 1}, "b": 2}, grown)
+    assert math.isnan(later["evaluation"]["r"])

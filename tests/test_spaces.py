@@ -83,7 +83,8 @@ def test_images_go_through_a_cnn_and_are_not_normalised():
         state = algo.module_state()
         assert state.obs_stats is None
         stored = state.store.batches[-1].layout[C.OBS]
-        assert stored.dtype == bool and stored.shape[1:] == (10, 10, 4)
+        assert stored.dtype == np.float32 and stored.shape[1:] == (10, 10, 4)
+        assert set(np.unique(stored)) <= {0.0, 1.0}
         # The value network's CNN learns with the value lr, the policy's with the policy lr.
         policy, value = algo.learner_group._learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).param_groups
         vf_params = {id(p) for p in module(algo).vf_encoder.parameters()}

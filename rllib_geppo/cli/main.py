@@ -43,6 +43,7 @@ from rllib_geppo.cli.preflight import (
     machine_cpus,
 )
 from rllib_geppo.cli.progress import BestReturns, BudgetReporter
+from rllib_geppo.cli.progress_csv import ProgressCSV
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
 from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
@@ -139,7 +140,7 @@ def run_experiments(
         # restarts failed trials (e.g. on a lost node) from their last checkpoint.
         resume="AUTO+ERRORED" if resume else False,
         raise_on_failed_trial=False,
-        callbacks=[c for c in (best_returns, intact and ResumeFromIntact(intact)) if c] or None,
+        callbacks=[c for c in (best_returns, intact and ResumeFromIntact(intact)) if c] + [ProgressCSV()],
     )
 
 

@@ -5,8 +5,9 @@ extra) as environments every RLlib worker can make.
   (:func:`register_minatar`, which importing ``rllib_geppo`` runs);
 - by class: ``config.environment(MinAtar, env_config={"game": "breakout"})``.
 
-Observations are 10 x 10 images of boolean channels (4 for Breakout, 6 for SpaceInvaders); the
-``-v1`` ids and :class:`MinAtar` act with the game's minimal action set.
+Observations are 10 x 10 images of 0/1 channels (4 for Breakout, 6 for SpaceInvaders), as
+float32, which RLlib's own CNN encoders take too (MinAtar gives booleans); the ``-v1`` ids and
+:class:`MinAtar` act with the game's minimal action set.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 #: MinAtar's games, by the name ``env_config["game"]`` takes.
 GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
@@ -44,6 +46,9 @@ class MinAtar(gym.Wrapper):
             raise ValueError(f"unknown MinAtar game {game!r}; one of {GAMES}.")
         limit = settings.pop("max_episode_steps", None)
         env: gym.Env = _minatar_env_class()(game, use_minimal_action_set=True, **settings)
+        shape = env.observation_space.shape
+        env = gym.wrappers.TransformObservation(
+            env, lambda obs: obs.astype(np.float32), gym.spaces.Box(0.0, 1.0, shape, np.float32))
         if limit:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=int(limit))
         super().__init__(env)
