@@ -60,6 +60,7 @@ from ray.rllib.utils.metrics import (
 )
 
 import rllib_geppo.result_schema as result_schema
+from rllib_geppo.checkpoint_manifest import write_manifest
 from rllib_geppo.core import policy_weights as pw
 from rllib_geppo.core import segments
 from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
@@ -945,6 +946,23 @@ class GePPO(PPO):
                 f"environment's step() or reset() runs: environment {self.config.env!r} may block. Fix "
                 "the environment, or raise sample_timeout_s if its steps are that slow.")
         return results
+
+    @override(Algorithm)
+    def save_to_path(self, path=None, *args, **kwargs) -> str:
+        path = super().save_to_path(path, *args, **kwargs)
+        if kwargs.get("filesystem") is None and "://" not in str(path):
+            self._write_manifest(path)
+        return path
+
+    @override(Algorithm)
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        super().save_checkpoint(checkpoint_dir)  # the new stack's goes through save_to_path
+        if not self.config.enable_rl_module_and_learner:
+            self._write_manifest(checkpoint_dir)
+
+    def _write_manifest(self, path) -> None:
+        """Each file's size and checksum, and the iteration saved (:mod:`rllib_geppo.checkpoint_manifest`)."""
+        write_manifest(path, training_iteration=self.iteration)
 
     @override(Algorithm)
     def restore_from_path(self, path, *args, **kwargs) -> None:

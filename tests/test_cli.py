@@ -167,6 +167,8 @@ def test_mujoco_examples_cover_the_paper(capsys):
 BAD_INPUT = {
     "missing file": (None, [], ["no such file"]),
     "yaml syntax": ("exp:\n  run: PPO\n  stop: {a: 1\n", [], ["exp.yaml:4:1", "YAML syntax error"]),
+    "yaml tag": ("exp:\n  run: !!python/name:os.system PPO\n", [],
+                 ["exp.yaml:2:8", "YAML tag not allowed", "remove the tag"]),
     "unknown algorithm": (
         TINY.replace("run: GePPO", "run: GePPPO"), [],
         ["'geppo'", "unknown algorithm", "Did you mean 'GePPO'"],
@@ -310,3 +312,29 @@ def test_resume_of_an_unknown_run_exits_2_listing_the_runs(tmp_path, capsys):
         capsys, path, "--storage-path", str(storage), "--resume", "--name", "nope"
     )
     assert "Runs there: newer, older; pass one with --name" in err
+
+
+def test_a_second_run_into_a_folder_in_use_exits_2(tmp_path, capsys):
+    path = str(write(tmp_path, TINY))
+    run_dir = tmp_path / "results" / "exp"
+    run_dir.mkdir(parents=True)
+    # A live process of this machine holds the folder (here: pytest's parent).
+    (run_dir / ".rllib_geppo_run.lock").write_text(json.dumps(
+        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-11-28 10:00:00"}))
+    err = run_exits_2_before_ray_starts(capsys, path, "-e", "geppo", "--storage-path",
+                                        str(tmp_path / "results"))
+    assert f"run folder {run_dir} is in use by another run (process {os.getppid()}" in err
+    assert "Pass another --name" in err
+
+
+def test_resume_of_a_run_whose_saved_state_is_cut_short_exits_2(tmp_path, capsys):
+    # A full disk truncates Tune's experiment state: Tune would start the run over in silence.
+    path = str(write(tmp_path, TINY))
+    run_dir = tmp_path / "results" / "run"
+    run_dir.mkdir(parents=True)
+    state = run_dir / "experiment_state-2026-01-01_00-00-00.json"
+    state.write_text('{"trial_data": [["{\\"stub\\": false, \\"trainable_name\\"')
+    err = run_exits_2_before_ray_starts(
+        capsys, path, "--storage-path", str(tmp_path / "results"), "--resume", "--name", "run")
+    assert f"--resume: the run's saved state {state} cannot be read (JSONDecodeError" in err
+    assert "Tune would start the run over" in err

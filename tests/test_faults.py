@@ -6,6 +6,7 @@ import csv
 import json
 import logging
 import math
+import pickle
 import re
 import shlex
 import subprocess
@@ -23,6 +24,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
 from rllib_geppo import GePPO, GePPOConfig, result_schema
+from rllib_geppo.checkpoint_manifest import read_manifest
 from rllib_geppo.geppo import EnvRunnerFailedError, EnvRunnerTimeoutError, NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
@@ -352,13 +354,17 @@ def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_in
             "checkpoint_000000", "checkpoint_000001"]
         damaged = trial_dir / "checkpoint_000001" / "algorithm_state.pkl"
         damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+        # A stray pickle that runs code when loaded: no check and no restore may load it.
+        payload = tmp_path / "payload-ran"
+        for checkpoint in trial_dir.glob("checkpoint_*"):
+            (checkpoint / "stray.pkl").write_bytes(pickle.dumps(Payload(str(payload))))
         capsys.readouterr()
 
         register_env("fault-pendulum", Fault)  # each Ray session forgets it
         assert main([*run, "--resume"]) == 2 and not ray.is_initialized()
         err = capsys.readouterr().err
         assert f"checkpoint {trial_dir / 'checkpoint_000001'} is damaged: algorithm_state.pkl " \
-               f"({damaged}) cannot be read (" in err
+               f"({damaged}): it has {damaged.stat().st_size:,} of its " in err
         command = err.split("The previous intact checkpoint is checkpoint_000000; continue from "
                             "it with: ")[1].strip()
         assert command == (f"rllib train file {path} --storage-path {tmp_path / 'r'} --name crash"
@@ -368,13 +374,25 @@ def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_in
 
         register_env("fault-pendulum", Fault)
         assert main(shlex.split(command)[1:]) == 0  # the marker file: no second crash
+        assert capsys.readouterr().err.count("is damaged") == 1  # said once
         results = [json.loads(r) for r in (trial_dir / "result.json").read_text().splitlines()]
         # Restored from checkpoint_000000 (iteration 1, 128 steps): iteration 2 runs again.
         assert [r["training_iteration"] for r in results] == [1, 2, 2, 3]
         assert [r["num_env_steps_sampled_lifetime"] for r in results] == [128, 256, 256, 384]
         assert damaged.exists()  # kept for inspection
+        assert not payload.exists()
     finally:
         start_ray()
+
+
+class Payload:
+    """Unpickled, it creates a file: what a malicious pickle would do instead."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (Path(self.path),)
 
 
 def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(tmp_path):
@@ -515,6 +533,14 @@ def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
         argv = ["train", "file", str(experiment), "--storage-path", str(tmp_path / "r")]
         register_env("fault-pendulum", Fault)
         assert main(argv) == 1
+        capsys.readouterr()
+        # Options that would change the run are refused, each named, before Ray starts.
+        register_env("fault-pendulum", Fault)  # each Ray session forgets it
+        assert main([*argv, "--resume", "-c", "train_batch_size_per_learner=512",
+                     "-c", "num_epochs=1", "--stop", "training_iteration=10"]) == 2
+        err = capsys.readouterr().err
+        assert "these would change them: -c train_batch_size_per_learner=512, --stop " \
+               "training_iteration=10. Leave them out to resume" in err  # num_epochs is unchanged
         register_env("fault-pendulum", Fault)
         assert main([*argv, "--resume"]) == 0
         capsys.readouterr()
@@ -637,3 +663,46 @@ def test_result_schema_grows_with_keys_that_appear_late():
     assert result_schema.grow(grown, {"a": 5}) == grown  # a clash ("a" a value) adds nothing
     later = result_schema.with_keys({"a": {"y": 1}, "b": 2}, grown)
     assert math.isnan(later["evaluation"]["r"])
+
+
+def forget_newest_checkpoint(run_dir: Path) -> None:
+    """Make Tune's experiment state lag the checkpoints, as after a SIGKILL: the trials'
+    newest checkpoint is on disk, but the state records only the ones before it."""
+    for state_file in run_dir.glob("experiment_state-*.json"):
+        state = json.loads(state_file.read_text())
+        for entry in state["trial_data"]:
+            metadata = json.loads(entry[1])
+            packed = metadata["checkpoint_manager"]
+            manager = ray.cloudpickle.loads(bytes.fromhex(packed["value"]))
+            manager._checkpoint_results = manager._checkpoint_results[:-1]
+            manager._latest_checkpoint_result = manager._checkpoint_results[-1]
+            packed["value"] = ray.cloudpickle.dumps(manager).hex()
+            entry[1] = json.dumps(metadata)
+        state_file.write_text(json.dumps(state))
+
+
+def test_a_resume_continues_from_the_newest_checkpoint_on_disk(tmp_path, capsys):
+    ray.shutdown()  # the command starts its own Ray
+    register_env("fault-pendulum", Fault)
+    try:
+        path = tmp_path / "crash.yaml"
+        path.write_text(CRASH_RUN.replace("MARKER", str(tmp_path / "crashed")))
+        run = ["train", "file", str(path), "--storage-path", str(tmp_path / "r")]
+        assert main(run) == 1  # the env crashes in iteration 3, after checkpoints 0 and 1
+        (trial_dir,) = (tmp_path / "r" / "crash").glob("crash-pendulum_*")
+        forget_newest_checkpoint(tmp_path / "r" / "crash")
+        capsys.readouterr()
+
+        register_env("fault-pendulum", Fault)  # each Ray session forgets it
+        assert main([*run, "--resume"]) == 0
+        assert "resuming from checkpoint_000001 (iteration 2); Tune's experiment state named " \
+               "checkpoint_000000" in capsys.readouterr().err
+        results = [json.loads(r) for r in (trial_dir / "result.json").read_text().splitlines()]
+        assert [r["training_iteration"] for r in results] == [1, 2, 3]  # iteration 2 not again
+        checkpoints = sorted(c.name for c in trial_dir.glob("checkpoint_*"))
+        # The new checkpoint comes after the old ones, which stay as they were.
+        assert checkpoints[:2] == ["checkpoint_000000", "checkpoint_000001"] and len(checkpoints) == 3
+        assert read_manifest(trial_dir / checkpoints[-1])["training_iteration"] == 3
+        assert read_manifest(trial_dir / "checkpoint_000001")["training_iteration"] == 2
+    finally:
+        start_ray()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rllib_geppo.core.normalization import RunningMeanStd, discounted_returns_to_go
+from rllib_geppo.core.normalization import RunningMeanStd, discounted_returns_to_go, scale_change
 
 
 def test_running_stats_equal_full_batch_stats():
@@ -41,3 +41,12 @@ def test_state_round_trip():
     other.set_state(stats.get_state())
     np.testing.assert_allclose(other.std, np.sqrt([1.0, 4.0] + np.array(1e-8)))
     assert other.count == pytest.approx(2)
+
+
+def test_a_first_reward_after_equal_returns_changes_no_scale():
+    # Sparse rewards: every return 0 so far, the std at its floor; the first reward is no jump.
+    stats = RunningMeanStd()
+    stats.update(np.zeros(500))
+    assert scale_change(stats, np.r_[np.zeros(499), 1.0]) == 1.0
+    stats.update(np.r_[np.zeros(499), 1.0])
+    assert scale_change(stats, np.full(500, 1e4)) > 1000  # a real jump still shows

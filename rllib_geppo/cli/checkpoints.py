@@ -1,9 +1,11 @@
-"""Damaged checkpoints on `--resume`: found before Ray starts, skipped on request.
+"""Checkpoints on `--resume`: the newest intact one of each trial, damaged ones found before Ray
+starts and skipped on request.
 
 Tune resumes each unfinished trial from its newest checkpoint. If a file of that checkpoint is
 truncated or corrupt, the restore fails inside the trial with an `UnpicklingError` or `EOFError`
-that names no file. :func:`check_run_checkpoints` reads every file of those checkpoints first
-and names the damaged one, the checkpoint and the previous intact checkpoint; with
+that names no file. :func:`check_run_checkpoints` checks those checkpoints first, without
+unpickling anything (:func:`damaged_file`), and names the damaged file, the checkpoint and the
+previous intact checkpoint; with
 `--skip-damaged-checkpoints`, :class:`ResumeFromIntact` makes Tune restore those trials from
 the previous intact checkpoint instead (with that checkpoint's own iteration and metrics).
 """
@@ -12,13 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
 
+from rllib_geppo.checkpoint_manifest import damaged_files, read_manifest
 from rllib_geppo.cli.experiment_file import UserError
 
 log = logging.getLogger(__name__)
@@ -29,20 +31,25 @@ log = logging.getLogger(__name__)
 
 
 def damaged_file(checkpoint: Path) -> tuple[Path, str] | None:
-    """The first file of `checkpoint` that cannot be read whole, with the reason, else None.
+    """The first file of `checkpoint` that is not as it was saved, with the reason, else None.
 
-    Pickle files are unpickled (what RLlib's restore does with them), JSON files parsed, and
-    every other file read to its end.
+    Nothing is unpickled: a pickle runs code as it loads. A GePPO checkpoint is checked against
+    the sizes and checksums of its manifest (:mod:`rllib_geppo.checkpoint_manifest`); files it
+    does not list are never loaded by a restore and are ignored. A checkpoint without a
+    manifest (another algorithm's, or GePPO's before 0.9) is checked as far as that goes: its
+    JSON files parse and every file reads to its end.
     """
     files = sorted(p for p in checkpoint.rglob("*") if p.is_file())
     if not files:
         return checkpoint, "the checkpoint folder is empty"
+    manifest = read_manifest(checkpoint)
+    if manifest is not None:
+        damaged = damaged_files(checkpoint, manifest)
+        return damaged[0] if damaged else None
     for path in files:
         try:
             with path.open("rb") as f:
-                if path.suffix == ".pkl":
-                    pickle.load(f)
-                elif path.suffix == ".json":
+                if path.suffix == ".json":
                     json.load(f)
                 else:
                     f.read()
@@ -73,30 +80,32 @@ def unfinished_trial_dirs(run_dir: Path) -> list[Path]:
 
 
 def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool) -> dict[str, Path]:
-    """Checks the newest checkpoint of each trial that `--resume` will restore.
+    """Checks the checkpoints of each trial that `--resume` will restore.
 
-    Returns trial folder name -> previous intact checkpoint, for the damaged ones that
-    `skip_damaged` allows to skip (empty if none is damaged).
+    Returns trial folder name -> the checkpoint to resume from: the newest intact one on disk
+    (Tune's experiment state can lag the checkpoints by seconds, so after a crash it may name an
+    older one), or, where the newest is damaged and `skip_damaged` allows, the previous intact
+    one.
 
     Raises:
         UserError: a newest checkpoint is damaged and `skip_damaged` is off (the message names
             the checkpoint, the file and the command that continues from the previous intact
             checkpoint), or no intact checkpoint is left.
     """
-    skips: dict[str, Path] = {}
+    resume_from: dict[str, Path] = {}
     if "://" in run_dir:
-        return skips  # cloud storage: Tune reads it
+        return resume_from  # cloud storage: Tune reads it
     for trial_dir in unfinished_trial_dirs(Path(run_dir)):
         checkpoints = checkpoints_of(trial_dir)
         if not checkpoints:
             continue
         damage = damaged_file(checkpoints[-1])
         if damage is None:
+            resume_from[trial_dir.name] = checkpoints[-1]
             continue
         path, reason = damage
         intact = next((c for c in reversed(checkpoints[:-1]) if damaged_file(c) is None), None)
-        what = (f"checkpoint {checkpoints[-1]} is damaged: {path.name} ({path}) cannot be read "
-                f"({reason}).")
+        what = f"checkpoint {checkpoints[-1]} is damaged: {path.name} ({path}): {reason}."
         if intact is None:
             raise UserError(f"{what} The trial has no earlier intact checkpoint: start a new run "
                             "(leave out --resume, or pass another --name).")
@@ -104,30 +113,61 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
             raise UserError(f"{what} The previous intact checkpoint is {intact.name}; continue "
                             f"from it with: {resume_command} --skip-damaged-checkpoints")
         log.warning("%s Restoring %s from %s.", what, trial_dir.name, intact.name)
-        skips[trial_dir.name] = intact
-    return skips
+        resume_from[trial_dir.name] = intact
+    return resume_from
 
 
 # --------------------------------------------------------------------------------------------
-# Resuming from the intact checkpoints
+# Resuming from the chosen checkpoints
 
 
-class ResumeFromIntact(Callback):
-    """Before Tune starts any trial, registers each listed trial's previous intact checkpoint
-    as its newest, with the metrics Tune recorded for it: the trial restores from it (its
-    iteration, steps and state) and goes on; the damaged checkpoint stays on disk."""
+class ResumeFromCheckpoints(Callback):
+    """Before Tune starts any trial, registers each listed trial's chosen checkpoint as its
+    newest, with the metrics of the iteration it saved: the trial restores from it (its
+    iteration, steps and state) and goes on. Later checkpoints are numbered after every
+    checkpoint folder on disk, so none is overwritten (a damaged one stays for inspection)."""
 
-    def __init__(self, intact: Mapping[str, Path]):
-        self.intact = dict(intact)  # trial folder name -> checkpoint folder
+    def __init__(self, checkpoints: Mapping[str, Path]):
+        self.checkpoints = dict(checkpoints)  # trial folder name -> checkpoint folder
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         for trial in trials:
-            checkpoint = self.intact.pop(Path(trial.path).name, None)
+            checkpoint = self.checkpoints.pop(Path(trial.path).name, None)
             if checkpoint is None:
                 continue
-            results = trial.run_metadata.checkpoint_manager.best_checkpoint_results
-            by_name = {Path(r.checkpoint.path).name: r for r in results}
-            if checkpoint.name not in by_name:
+            manager = trial.run_metadata.checkpoint_manager
+            latest = manager.latest_checkpoint_result
+            if latest is not None and Path(latest.checkpoint.path).name == checkpoint.name:
+                continue  # Tune restores from it anyway
+            recorded = {Path(r.checkpoint.path).name: r for r in manager.best_checkpoint_results}
+            result = recorded.get(checkpoint.name) or unrecorded_result(checkpoint)
+            if result is None:
                 raise UserError(f"{checkpoint}: Tune has no record of this checkpoint (deleted "
-                                "by num_to_keep?); start a new run instead.")
-            trial.on_checkpoint(by_name[checkpoint.name])
+                                "by num_to_keep?) and it has no GePPO manifest to read its "
+                                "iteration from; start a new run instead.")
+            if latest is not None:
+                log.warning("%s: resuming from %s (iteration %s); Tune's experiment state named "
+                            "%s.", Path(trial.path).name, checkpoint.name,
+                            result.metrics.get("training_iteration"), Path(latest.checkpoint.path).name)
+            trial.on_checkpoint(result)
+            trial.storage.current_checkpoint_index = int(checkpoints_of(checkpoint.parent)[-1].name[11:]) + 1
+
+
+def unrecorded_result(checkpoint: Path):
+    """A checkpoint Tune's state does not know yet, as the result Tune would have registered:
+    the metrics of the iteration its manifest names, from the trial's result.json; None
+    without a manifest or that iteration's result."""
+    from ray.train import Checkpoint
+    from ray.train._internal.session import _TrainingResult
+
+    manifest = read_manifest(checkpoint)
+    if manifest is None:
+        return None
+    for line in (checkpoint.parent / "result.json").read_text().splitlines():
+        try:
+            metrics = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash
+        if metrics.get("training_iteration") == manifest["training_iteration"]:
+            return _TrainingResult(checkpoint=Checkpoint.from_directory(str(checkpoint)), metrics=metrics)
+    return None

@@ -95,6 +95,9 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(e, "problem", None) or str(e)
+        if isinstance(e, yaml.constructor.ConstructorError):  # well-formed, but a tag we do not read
+            raise UserError(f"{where}: YAML tag not allowed: {problem}. Tuned-example files hold "
+                            "plain values; remove the tag.")
         raise UserError(f"{where}: YAML syntax error: {problem}. Fix the YAML at that spot.")
 
 

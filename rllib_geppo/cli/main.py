@@ -11,20 +11,21 @@ the file, the key and the fix (a `UserError`); a failed trial exits with code 1.
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import logging
 import os
 import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 
-from rllib_geppo.cli.checkpoints import ResumeFromIntact, check_run_checkpoints
+from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints
 from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
     UserError,
@@ -44,6 +45,7 @@ from rllib_geppo.cli.preflight import (
 )
 from rllib_geppo.cli.progress import BestReturns, BudgetReporter
 from rllib_geppo.cli.progress_csv import ProgressCSV
+from rllib_geppo.cli.resume import check_unchanged, run_lock, saved_stops, saved_trials
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
 from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
@@ -114,7 +116,7 @@ def _trial_name(experiment: str, trial: Any) -> str:
 
 def run_experiments(
     specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool,
-    best_returns: BestReturns | None = None, intact: Mapping[str, Path] | None = None,
+    best_returns: BestReturns | None = None, resume_from: Mapping[str, Path] | None = None,
 ) -> list:
     """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
 
@@ -140,7 +142,7 @@ def run_experiments(
         # restarts failed trials (e.g. on a lost node) from their last checkpoint.
         resume="AUTO+ERRORED" if resume else False,
         raise_on_failed_trial=False,
-        callbacks=[c for c in (best_returns, intact and ResumeFromIntact(intact)) if c] + [ProgressCSV()],
+        callbacks=[c for c in (best_returns, resume_from and ResumeFromCheckpoints(resume_from)) if c] + [ProgressCSV()],
     )
 
 
@@ -278,18 +280,20 @@ def train_file(args: argparse.Namespace) -> int:
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
-    intact = preflight(args, specs, trials, storage, run_name)
-    log.info(
-        "%s: %d trial(s) in %d experiment(s); results in %s",
-        args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name),
-    )
-    with quiet_console(not args.verbose) as console, ray_session(args.address, console):
-        check_cluster_resources(specs, trials, args.address)
-        best_returns = BestReturns()
-        results = run_experiments(specs, run_name, storage, args.resume, best_returns, intact)
-        print("\nSummary:")
-        for trial in results:
-            print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
+    resume_from = preflight(args, specs, trials, storage, run_name)
+    if args.resume and "://" not in storage:
+        specs = resumed_specs(args, specs, trials, _join(storage, run_name))
+    lock = run_lock(Path(_join(storage, run_name))) if "://" not in storage else nullcontext()
+    with lock:
+        log.info("%s: %d trial(s) in %d experiment(s); results in %s",
+                 args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name))
+        with quiet_console(not args.verbose) as console, ray_session(args.address, console):
+            check_cluster_resources(specs, trials, args.address)
+            best_returns = BestReturns()
+            results = run_experiments(specs, run_name, storage, args.resume, best_returns, resume_from)
+            print("\nSummary:")
+            for trial in results:
+                print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
         log.warning("Interrupted. Continue with: %s", resume_command(args, run_name))
@@ -303,12 +307,12 @@ def preflight(
 ) -> dict[str, Path]:
     """The checks that need no Ray: the run to resume and its checkpoints, the cluster's
     address, and (for a local Ray) the trials' CPUs against this machine's. Resources are
-    checked again once Ray runs. Returns the checkpoints to resume from instead of damaged ones.
+    checked again once Ray runs. Returns the checkpoint each resumed trial continues from.
     """
-    intact: dict[str, Path] = {}
+    resume_from: dict[str, Path] = {}
     if args.resume:
         check_resume(storage, run_name, _join(storage, run_name))
-        intact = check_run_checkpoints(
+        resume_from = check_run_checkpoints(
             _join(storage, run_name), resume_command(args, run_name), args.skip_damaged_checkpoints
         )
     elif args.skip_damaged_checkpoints:
@@ -317,7 +321,23 @@ def preflight(
         check_reachable(args.address)
     else:
         check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
-    return intact
+    return resume_from
+
+
+def resumed_specs(args: argparse.Namespace, specs: Sequence[ExperimentSpec],
+                  trials: Mapping[str, list[dict]], run_dir: str) -> list[ExperimentSpec]:
+    """The experiments as the saved run holds them: options that would change the run are
+    refused (:mod:`rllib_geppo.cli.resume`), and each shows the stop criteria Tune uses."""
+    saved = saved_trials(Path(run_dir))
+    counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
+    check_unchanged(saved, args.experiment, args.config, args.stop, counts)
+    stops = saved_stops(saved)
+    resumed = []
+    for spec in specs:
+        spec = copy.deepcopy(spec)
+        spec.stop = stops.get(spec.name, spec.stop)
+        resumed.append(spec)
+    return resumed
 
 
 def resume_command(args: argparse.Namespace, run_name: str) -> str:

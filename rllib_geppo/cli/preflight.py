@@ -36,7 +36,7 @@ CLIENT_PORT = 10001
 RESOURCE_KEYS = (
     "num_env_runners", "num_cpus_per_env_runner", "num_gpus_per_env_runner",
     "num_learners", "num_cpus_per_learner", "num_gpus_per_learner",
-    "num_cpus_for_main_process", "num_gpus", "evaluation_num_env_runners",
+    "num_cpus_for_main_process", "num_gpus", "evaluation_interval", "evaluation_num_env_runners",
 )
 # What to change when a trial asks for more of a resource than exists.
 FIXES = {

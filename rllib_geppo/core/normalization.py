@@ -61,12 +61,13 @@ class RunningMeanStd:
 def scale_change(stats: RunningMeanStd, values: np.ndarray) -> float:
     """By what factor (>= 1, up or down) folding ``values`` into ``stats`` changes its std.
 
-    1.0 while ``stats`` is empty (there is no scale yet to change) or ``values`` is. ``stats``
+    1.0 while ``stats`` is empty or all its values are equal (sparse rewards that have all been
+    0 so far: there is no scale yet to change, only the std's floor), or ``values`` is empty. ``stats``
     is not modified. A single reward far outside the running scale shows as a large factor: the
     running variance never forgets it.
     """
     values = np.asarray(values, dtype=np.float64)
-    if stats.count == 0 or len(values) == 0:
+    if stats.count == 0 or len(values) == 0 or np.max(stats.var) <= VAR_EPS:
         return 1.0
     after = RunningMeanStd()
     after.set_state(stats.get_state())

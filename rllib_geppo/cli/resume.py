@@ -1,0 +1,150 @@
+"""A run's folder on `--resume` and while the run writes into it.
+
+What `--resume` continues: the run as Tune saved it, read before Ray starts.
+
+Tune resumes a run with the settings and stop criteria it started with, whatever the file or the
+command line say now. So `--resume` refuses options that would change them, naming each, instead
+of ignoring them in silence; shows the stop criteria the run really uses; and refuses a run
+whose saved state cannot be read (a full disk truncates it), where Tune would start over.
+
+The state is Tune's ``experiment_state-*.json``, read as JSON only: nothing is unpickled.
+
+While a run writes into its folder, :func:`run_lock` holds a lock file there, so a second run
+started with the same --storage-path and --name stops instead of writing into the same folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rllib_geppo.checkpoint_manifest import write_json_atomically
+from rllib_geppo.cli.experiment_file import UserError, parse_assignment
+
+#: The lock file a running run keeps in its folder.
+LOCK = ".rllib_geppo_run.lock"
+
+
+@dataclass(frozen=True)
+class SavedTrial:
+    """One trial of a saved run: its experiment, config as resolved, and stop criteria."""
+
+    experiment: str
+    config: dict[str, Any]
+    stop: dict[str, Any]
+
+
+def saved_trials(run_dir: Path) -> list[SavedTrial]:
+    """The trials of the run in `run_dir` as its newest experiment state holds them.
+
+    Raises UserError if that state cannot be read: Tune would start the run over.
+    """
+    states = sorted(run_dir.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    if not states:
+        return []
+    try:
+        data = json.loads(states[-1].read_text())
+        trials = [json.loads(entry[0]) for entry in data["trial_data"]]
+        return [SavedTrial(experiment=t["custom_trial_name"].rsplit("_", 1)[0],
+                           config=dict(t["config"]), stop=dict(t["stopping_criterion"] or {}))
+                for t in trials]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(
+            f"--resume: the run's saved state {states[-1]} cannot be read ({type(e).__name__}: {e}); "
+            "it is damaged, e.g. cut short by a full disk, and Tune would start the run over. "
+            "Free space, then start a new run (leave out --resume, or pass another --name); the "
+            "trials' checkpoints and results in that folder stay as they are.") from None
+
+
+def check_unchanged(trials: Sequence[SavedTrial], experiments: Sequence[str], config: Sequence[str],
+                    stop: Sequence[str], num_samples_by_experiment: Mapping[str, int] | None) -> None:
+    """Raise UserError naming each option that would change the saved run: a -c value or a
+    --stop criterion that differs from every trial's, a --num-samples that changes the number
+    of trials, an experiment the run does not hold. Options equal to the run's pass."""
+    changed = [f"-e {name} (not in the run)" for name in experiments
+               if not any(t.experiment == name for t in trials)]
+    selected = [t for t in trials if not experiments or t.experiment in experiments]
+    for option, items, saved in (("-c", config, lambda t: t.config), ("--stop", stop, lambda t: t.stop)):
+        for text in items:
+            keys, value = parse_assignment(text, option)
+            if any(not _matches(_lookup(saved(t), keys), value) for t in selected):
+                changed.append(f"{option} {text}")
+    for name, count in (num_samples_by_experiment or {}).items():
+        if count != sum(t.experiment == name for t in trials):
+            changed.append(f"--num-samples (experiment '{name}' holds "
+                           f"{sum(t.experiment == name for t in trials)} trials)")
+    if changed:
+        raise UserError(
+            "--resume continues the run with the settings and stop criteria it started with; "
+            f"these would change them: {', '.join(changed)}. Leave them out to resume, or start "
+            "a new run with them (another --name).")
+
+
+def saved_stops(trials: Sequence[SavedTrial]) -> dict[str, dict[str, Any]]:
+    """Each experiment's stop criteria as the run uses them."""
+    return {t.experiment: t.stop for t in reversed(trials)}
+
+
+_MISSING = object()
+
+
+def _lookup(config: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    node: Any = config
+    for key in keys:
+        if not isinstance(node, Mapping) or key not in node:
+            return _MISSING
+        node = node[key]
+    return node
+
+
+def _matches(saved: Any, value: Any) -> bool:
+    """Whether a saved value is what the option asks for (a grid search: one of its values)."""
+    if isinstance(value, Mapping) and "grid_search" in value:
+        return saved in value["grid_search"]
+    return saved == value
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s lock while the run writes into it.
+
+    Raises UserError if a live process on this machine holds it; a lock of a process that is
+    gone (a crash, a kill) is taken over. A lock taken on another machine of a shared file
+    system cannot be checked and is taken over too.
+    """
+    path = run_dir / LOCK
+    try:
+        holder = json.loads(path.read_text())
+    except (OSError, ValueError):
+        holder = None
+    if holder and holder.get("host") == socket.gethostname() and _alive(holder.get("pid")):
+        raise UserError(
+            f"run folder {run_dir} is in use by another run (process {holder['pid']}, started "
+            f"{holder.get('started', '?')}): both would write into it. Pass another --name, or "
+            "wait for that run (or stop it and --resume).")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(path, {"pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
