@@ -10,9 +10,10 @@ STAMP  := $(VENV)/.installed
 # requires-python in pyproject.toml.
 PY_MIN := 3.10
 PY_MAX := 3.13
-# Where pip looks for torch; e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu for PyTorch's
-# CPU wheels. Empty: pip's configured sources.
-TORCH_INDEX ?=
+# Where pip looks for torch first: PyTorch's CPU wheel index (PyPI's Linux wheels of torch are
+# the multi-GB CUDA build). Where that index cannot be reached, pip's configured index (with
+# PyPI, the CUDA build on Linux x86_64). TORCH_INDEX= (empty) uses pip's configured index only.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install train test check-python
 
@@ -29,14 +30,14 @@ CHECK_PYTHON = $(PYTHON) -c 'import sys; lo, hi = (tuple(map(int, v.split(".")))
 check-python:
 	@$(CHECK_PYTHON)
 
-# torch first, pinned to a CPU build (2.13.0), so that pip does not pull a multi-GB CUDA build
-# while resolving the package's looser torch range; pyproject.toml accepts any torch >= 2.6.
+# torch first, pinned (2.13.0, from TORCH_INDEX), so that pip does not pull another build while
+# resolving the package's looser torch range; pyproject.toml accepts any torch >= 2.6.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(CHECK_PYTHON)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e ".[test,report,baselines]"
+	$(if $(TORCH_INDEX),$(BIN)/pip install --quiet torch==2.13.0 --index-url $(TORCH_INDEX) --timeout 20 --retries 1 || )$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[test,report,baselines,examples]"
 	touch $(STAMP)
 
 train: $(STAMP)

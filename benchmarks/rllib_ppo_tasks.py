@@ -42,10 +42,10 @@ logger = logging.getLogger(__name__)
 
 #: Task -> (env steps per trial, multi-agent policies or None).
 TASKS = {
-    "MultiAgentCartPole-independent": (200_000, {"p0", "p1"}),
-    "MultiAgentCartPole-shared": (200_000, {"shared"}),
-    "MinAtar/Breakout-v1": (500_000, None),
-    "CartPoleDict": (200_000, None),
+    "MultiAgentCartPole-independent": (100_000, {"p0", "p1"}),
+    "MultiAgentCartPole-shared": (100_000, {"shared"}),
+    "MinAtar/Breakout-v1": (300_000, None),
+    "CartPoleDict": (100_000, None),
 }
 ALGORITHMS = ("GePPO", "PPO")
 

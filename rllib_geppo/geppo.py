@@ -200,7 +200,7 @@ class GePPOConfig(PPOConfig):
         self.batch_multiple = 2  # B: PPO's batch N = B * n
         self.max_policies = 20  # M_max
         self.policy_weights = "optimal"  # "optimal" | "uniform" | explicit list nu
-        self.weights_tradeoff = 1.0  # 1: max ESS (Thm 6); 0: max TV change (Thm 5)
+        self.weights_tradeoff = 1.0  # 1: max ESS (Thm 5); 0: max TV change (Thm 4)
         self.weights_tradeoff_rule = "scalarized"  # or "mixed" (the NeurIPS release's "mix")
         self.vtrace_clip = 1.0  # c_bar
         self.vf_lr = 3e-4
@@ -277,8 +277,8 @@ class GePPOConfig(PPOConfig):
             max_policies: M_max, most batch ages the weight optimiser may use. Default 20.
             policy_weights: "optimal" (paper's convex programs), "uniform", or an explicit
                 list nu (index = age, 0 = current policy; sums to 1). Default "optimal".
-            weights_tradeoff: in [0, 1]; 1 maximises effective sample size (Thm 6), 0 the TV
-                change per sample (Thm 5). Default 1.
+            weights_tradeoff: in [0, 1]; 1 maximises effective sample size (Thm 5), 0 the TV
+                change per sample (Thm 4). Default 1.
             weights_tradeoff_rule: how a tradeoff strictly between 0 and 1 is met:
                 "scalarized" (default) solves one program weighing ESS against TV, each scaled
                 by its range (the authors' later code); "mixed" averages the two extreme
@@ -300,9 +300,9 @@ class GePPOConfig(PPOConfig):
                 at least one EnvRunner and the new API stack; off for the PPO baseline, which
                 stays on-policy. See ``uses_overlapped_sampling``.
             lag_clip_rule: the clip range and TV target under overlapped sampling:
-                "unlagged" (default) takes Lemma 3's eps_PPO / E_nu[i + 1] from the unlagged
+                "unlagged" (default) takes Lemma 4's eps_PPO / E_nu[i + 1] from the unlagged
                 weights, synchronous GePPO's, so an update moves the policy as far as without
-                the lag; "bound" applies Lemma 3 to the lagged weights, eps_PPO /
+                the lag; "bound" applies Lemma 4 to the lagged weights, eps_PPO /
                 (E_nu[i + 1] + lag), which keeps PPO's worst-case penalty and learned less per
                 sample (docs/overlapped_sampling.md).
             adam_eps: epsilon of both Adam optimizers. Default 1e-8 (torch's; SB3 uses 1e-5).
@@ -368,12 +368,12 @@ class GePPOConfig(PPOConfig):
 
     @property
     def clip_eps(self) -> float:
-        """eps of the clipped objective without a sampling lag: eps_PPO / E_nu[i + 1] (Lemma 3)."""
+        """eps of the clipped objective without a sampling lag: eps_PPO / E_nu[i + 1] (Lemma 4)."""
         return self.clip_eps_at_lag(0)
 
     def clip_eps_at_lag(self, lag: int) -> float:
         """eps for an update whose youngest stored batch is ``lag`` iterations old: the same
-        as without a lag, unless ``lag_clip_rule="bound"`` applies Lemma 3 to the weights
+        as without a lag, unless ``lag_clip_rule="bound"`` applies Lemma 4 to the weights
         shifted by the lag (docs/overlapped_sampling.md)."""
         nu = pw.with_lag(self.nu, lag) if self.lag_clip_rule == "bound" else self.nu
         return self.clip_param * pw.clip_multiple(nu)

@@ -98,4 +98,4 @@ def test_missing_sb3_says_how_to_install_it(tmp_path):
     out = subprocess.run([sys.executable, "-c", MISSING_SB3, str(write(tmp_path, RUN))],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
-    assert "needs Stable-Baselines3: pip install 'rllib-geppo[baselines]'" in out.stderr
+    assert "needs Stable-Baselines3: pip install -e '.[baselines]' from a checkout" in out.stderr

@@ -37,8 +37,8 @@ COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\
 
 
 def user_pages() -> list[Path]:
-    """README, every markdown page under docs/ and CONTRIBUTING.md."""
-    pages = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    """README, every markdown page under docs/, CONTRIBUTING.md and CHANGELOG.md."""
+    pages = [README, ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
     return [p for p in pages if p.exists()]
 
 
@@ -94,7 +94,7 @@ def test_included_blocks_equal_their_files(page):
 
 
 def test_pages_with_results_include_the_report_tables():
-    assert {m["path"] for m in includes(README)} == {"docs/results/table.md"}
+    assert {m["path"] for m in includes(README)} == {"docs/results/table1/gains.md"}
     assert "docs/results/wallclock/table.md" in {m["path"] for m in includes(ROOT / "docs/speed.md")}
 
 
@@ -126,6 +126,28 @@ def test_no_words_about_how_the_project_was_made(path):
         assert not found, f"{path.relative_to(ROOT)}:{number}: {found.group(0)!r} in {line.strip()!r}"
 
 
+#: Figures that more than one page quotes: (what, a pattern whose first group is the value, the
+#: page that holds the measurement). Every value any page quotes must appear on its home page.
+QUOTED_FIGURES = [
+    ("the suite's time", r"(?:suite|`make test`) takes about (\d+) min", "CONTRIBUTING.md"),
+    ("a speed against SB3 PPO's", r"(\d\.\d+x)(?: to \d\.\d+x)? SB3 PPO(?:'s)? (?:env steps|here|\()", "docs/speed.md"),
+]
+
+
+def quoted_figures(pattern: str) -> list[tuple[Path, str]]:
+    return [(page, match.group(1)) for page in product_texts()
+            for match in re.finditer(pattern, page.read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("what,pattern,home", QUOTED_FIGURES, ids=[f[0] for f in QUOTED_FIGURES])
+def test_a_figure_quoted_in_two_places_agrees_with_its_page(what, pattern, home):
+    home_text = (ROOT / home).read_text(encoding="utf-8")
+    assert quoted_figures(pattern), f"no page quotes {what} any more: drop its entry"
+    for page, value in quoted_figures(pattern):
+        assert value in home_text, (f"{page.relative_to(ROOT)} quotes {what} as {value}, which "
+                                    f"{home} does not give")
+
+
 def test_checks_catch_what_they_should():
     """The checks themselves: a hash, a machine path and a stale table are found."""
     assert COMMIT_HASH.search("measured on 54e171f") and COMMIT_HASH.search("a4b7bb0")
@@ -135,6 +157,8 @@ def test_checks_catch_what_they_should():
     assert first_table("# t\n\ntext\n\n" + table + "\nmore\n| x |\n") == table
     assert relative_links(README), "README.md links to no docs page"
     assert "the-clip-range-keep-synchronous-geppos-lag_clip_rule" in anchors(ROOT / "docs/overlapped_sampling.md")
+    assert re.search(QUOTED_FIGURES[0][1], "`make test` takes about 9 minutes").group(1) == "9"
+    assert re.search(QUOTED_FIGURES[1][1], "at 2.05x SB3 PPO's env steps/s").group(1) == "2.05x"
 
 
 if __name__ == "__main__":

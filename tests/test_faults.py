@@ -440,19 +440,44 @@ def reward_config(value: float, at: int, **training) -> GePPOConfig:
 
 
 def test_restore_in_place_acts_with_the_restored_policy(tmp_path):
-    # PBT's exploit step: restore an older checkpoint into the live algorithm, then train.
+    # PBT's exploit step: restore an older state into the live algorithm, then train; from a
+    # checkpoint (restore_from_path) and in memory (set_state), evaluation EnvRunners included.
     algo = (config("nan_reward", at=10**9).env_runners(num_env_runners=1)
+            .evaluation(evaluation_interval=1, evaluation_num_env_runners=1, evaluation_duration=1,
+                        evaluation_duration_unit="episodes")
             .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
+    module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+
+    def weights_everywhere() -> list[dict]:
+        def runner_weights(group) -> list[dict]:
+            return group.foreach_env_runner(lambda runner: runner.module.get_state(), local_env_runner=False)
+
+        return [module.get_state(inference_only=True), *runner_weights(algo.env_runner_group),
+                *runner_weights(algo.eval_env_runner_group)]
+
     try:
         for _ in range(3):
             algo.train()
         algo.save_to_path(str(tmp_path))
+        state, version = algo.get_state(), algo.policy_version
+        saved = module.get_state(inference_only=True)
         for _ in range(3):
             algo.train()
+        assert not np.array_equal(module.get_state()["pi.0.weight"], saved["pi.0.weight"])
+        algo.set_state(state)
+        assert algo.policy_version == version
+        assert len(weights_everywhere()) == 3
+        for weights in weights_everywhere():
+            for name, value in saved.items():
+                np.testing.assert_array_equal(weights[name], value, err_msg=name)
+
+        algo.train()
         algo.restore_from_path(str(tmp_path))
         version = algo.policy_version
-        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
         restored = {k: v.clone() for k, v in module.state_dict().items()}
+        for weights in weights_everywhere():
+            for name, value in saved.items():
+                np.testing.assert_array_equal(weights[name], value, err_msg=name)
         algo.train()
         newest = algo.module_state().store.batches[-1].layout
         real = newest[C.LOSS_MASK]
@@ -525,7 +550,8 @@ RESUMED_RUN = CRASH_RUN.replace("crash-pendulum:", "resumed:").replace("training
 
 
 def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
-    # Iteration 3 crashes the env (once); --resume continues from iteration 2's checkpoint.
+    # Iteration 3 crashes the env (once); --resume continues from iteration 2's checkpoint, the
+    # newest on disk, even where Tune's saved state names an older one.
     ray.shutdown()  # the command starts its own Ray
     try:
         experiment = tmp_path / "resumed.yaml"
@@ -541,10 +567,17 @@ def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "these would change them: -c train_batch_size_per_learner=512, --stop " \
                "training_iteration=10. Leave them out to resume" in err  # num_epochs is unchanged
+        # As after a SIGKILL: Tune's saved state lags, naming checkpoint 0; the newest is 1.
+        forget_newest_checkpoint(tmp_path / "r" / "resumed")
         register_env("fault-pendulum", Fault)
         assert main([*argv, "--resume"]) == 0
-        capsys.readouterr()
+        assert "resuming from checkpoint_000001 (iteration 2); Tune's experiment state named " \
+               "checkpoint_000000" in capsys.readouterr().err
         (trial_dir,) = (tmp_path / "r" / "resumed").glob("resumed_*")
+        checkpoints = sorted(c.name for c in trial_dir.glob("checkpoint_*"))
+        # New checkpoints come after the old ones, which stay as they were.
+        assert checkpoints[:2] == ["checkpoint_000000", "checkpoint_000001"] and len(checkpoints) >= 3
+        assert read_manifest(trial_dir / "checkpoint_000001")["training_iteration"] == 2
         with open(trial_dir / "progress.csv", newline="") as f:
             header, *rows = list(csv.reader(f))
         assert len(rows) == 4 and all(len(row) == len(header) for row in rows)
@@ -625,45 +658,6 @@ def test_the_driver_diagnosis_names_a_reward_rllib_cannot_take():
     assert diagnose_env(lambda config: gym.make("Pendulum-v1"), {}) is None
 
 
-def test_set_state_in_place_restores_the_weights_everywhere_evaluation_included():
-    # algo.set_state(older state) on a live algorithm, as PBT does in memory.
-    algo = (config("nan_reward", at=10**9).env_runners(num_env_runners=1)
-            .evaluation(evaluation_interval=1, evaluation_num_env_runners=1, evaluation_duration=1,
-                        evaluation_duration_unit="episodes")
-            .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
-
-    def runner_weights(group) -> list[dict]:
-        return group.foreach_env_runner(lambda runner: runner.module.get_state(), local_env_runner=False)
-
-    try:
-        for _ in range(2):
-            algo.train()
-        state, version = algo.get_state(), algo.policy_version
-        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
-        saved = module.get_state(inference_only=True)
-        for _ in range(2):
-            algo.train()
-        assert not np.array_equal(module.get_state()["pi.0.weight"], saved["pi.0.weight"])
-        algo.set_state(state)
-        assert algo.policy_version == version
-        everywhere = [module.get_state(inference_only=True), *runner_weights(algo.env_runner_group),
-                      *runner_weights(algo.eval_env_runner_group)]
-        assert len(everywhere) == 3
-        for weights in everywhere:
-            for name, value in saved.items():
-                np.testing.assert_array_equal(weights[name], value, err_msg=name)
-    finally:
-        algo.stop()
-
-
-def test_result_schema_grows_with_keys_that_appear_late():
-    keys = result_schema.schema({"a": {"y": 1}, "b": 2})
-    grown = result_schema.grow(keys, {"a": {"y": 1}, "b": 2, "evaluation": {"r": 3.0}})
-    assert grown == [("a", "y"), ("b",), ("evaluation", "r")]
-    assert result_schema.grow(grown, {"a": 5}) == grown  # a clash ("a" a value) adds nothing
-    later = result_schema.with_keys({"a": {"y": 1}, "b": 2}, grown)
-    assert math.isnan(later["evaluation"]["r"])
-
 
 def forget_newest_checkpoint(run_dir: Path) -> None:
     """Make Tune's experiment state lag the checkpoints, as after a SIGKILL: the trials'
@@ -679,30 +673,3 @@ def forget_newest_checkpoint(run_dir: Path) -> None:
             packed["value"] = ray.cloudpickle.dumps(manager).hex()
             entry[1] = json.dumps(metadata)
         state_file.write_text(json.dumps(state))
-
-
-def test_a_resume_continues_from_the_newest_checkpoint_on_disk(tmp_path, capsys):
-    ray.shutdown()  # the command starts its own Ray
-    register_env("fault-pendulum", Fault)
-    try:
-        path = tmp_path / "crash.yaml"
-        path.write_text(CRASH_RUN.replace("MARKER", str(tmp_path / "crashed")))
-        run = ["train", "file", str(path), "--storage-path", str(tmp_path / "r")]
-        assert main(run) == 1  # the env crashes in iteration 3, after checkpoints 0 and 1
-        (trial_dir,) = (tmp_path / "r" / "crash").glob("crash-pendulum_*")
-        forget_newest_checkpoint(tmp_path / "r" / "crash")
-        capsys.readouterr()
-
-        register_env("fault-pendulum", Fault)  # each Ray session forgets it
-        assert main([*run, "--resume"]) == 0
-        assert "resuming from checkpoint_000001 (iteration 2); Tune's experiment state named " \
-               "checkpoint_000000" in capsys.readouterr().err
-        results = [json.loads(r) for r in (trial_dir / "result.json").read_text().splitlines()]
-        assert [r["training_iteration"] for r in results] == [1, 2, 3]  # iteration 2 not again
-        checkpoints = sorted(c.name for c in trial_dir.glob("checkpoint_*"))
-        # The new checkpoint comes after the old ones, which stay as they were.
-        assert checkpoints[:2] == ["checkpoint_000000", "checkpoint_000001"] and len(checkpoints) == 3
-        assert read_manifest(trial_dir / checkpoints[-1])["training_iteration"] == 3
-        assert read_manifest(trial_dir / "checkpoint_000001")["training_iteration"] == 2
-    finally:
-        start_ray()

@@ -1,4 +1,4 @@
-"""Policy weights against the paper's known answers (Theorems 3-6, Lemma 3)."""
+"""Policy weights against the paper's known answers (Theorems 2-5, Lemma 4)."""
 
 import numpy as np
 import pytest
@@ -77,7 +77,7 @@ def test_ppo_is_a_single_weight():
 def test_uniform_weights(batch_multiple, tradeoff, rule, size):
     nu = policy_weights(batch_multiple, 20, kind="uniform", tradeoff=tradeoff, tradeoff_rule=rule)
     np.testing.assert_allclose(nu, np.full(size, 1 / size))
-    assert clip_multiple(nu) == pytest.approx(2 / (size + 1))  # Theorems 3-4
+    assert clip_multiple(nu) == pytest.approx(2 / (size + 1))  # Theorems 2-3
 
 
 def test_lag_shifts_the_weights_and_keeps_the_ess():

@@ -44,23 +44,29 @@ def config(env: str, num_learners: int) -> GePPOConfig:
                       num_epochs=EPOCHS, num_minibatches=MINIBATCHES, overlap_sampling=False))
 
 
-@pytest.fixture(scope="module", params=["HalfCheetah-v5", "CartPole-v1"])
+@pytest.fixture(scope="module", params=[("HalfCheetah-v5", 3), ("CartPole-v1", 2)], ids=str)
 def trained(request):
     """A local learner that has trained 2 iterations (a store of 2 batches, 1,536 rows), and
     its state then."""
-    algo = config(request.param, 0).build_algo()
+    env, num_learners = request.param
+    algo = config(env, 0).build_algo()
     for _ in range(2):
         algo.train()
-    yield algo, algo.get_state(components=[COMPONENT_LEARNER_GROUP, COMPONENT_GEPPO])
+    yield algo, algo.get_state(components=[COMPONENT_LEARNER_GROUP, COMPONENT_GEPPO]), num_learners
     algo.stop()
 
 
 @pytest.fixture
 def one_learner(trained):
     """The trained local learner, restored to its state after 2 iterations."""
-    algo, state = trained
+    algo, state, _ = trained
     algo.set_state(state)
     return algo
+
+
+@pytest.fixture
+def num_learners(trained) -> int:
+    return trained[2]
 
 
 def local_weights(algo) -> list[torch.Tensor]:
@@ -82,8 +88,9 @@ def steps_and_rows(result: dict) -> tuple[int, int]:
     return int(metric(result, "num_gradient_steps")), int(metric(result, NUM_MODULE_STEPS_TRAINED))
 
 
-@pytest.mark.parametrize("num_learners", [2, 3])
 def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learners):
+    """3 learners on HalfCheetah's long episodes (2 joined episodes in the store), 2 learners on
+    CartPole's episodes of every length."""
     env = one_learner.config.env
     stored = one_learner.module_state().store.update_layout()
     rows = int(stored[C.LOSS_MASK].sum())

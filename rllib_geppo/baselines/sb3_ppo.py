@@ -1,7 +1,7 @@
 """Stable-Baselines3's PPO as a Ray Tune function trainable, ``run: SB3PPO``: the PPO most
 practitioners run, side by side with GePPO in ``rllib train file`` and ``rllib-geppo report``.
 
-SB3 is an optional extra (``pip install 'rllib-geppo[baselines]'``), never needed by GePPO. The
+SB3 is an optional extra (``pip install -e '.[baselines]' from a checkout of rllib-geppo``), never needed by GePPO. The
 settings take RLlib's names and default to the paper's PPO (64x64 tanh networks, 2048 steps per
 iteration, 10 epochs of 64-sample minibatches, gamma 0.995, lambda 0.97, clip 0.2, lr 3e-4, grad
 clip 0.5), with SB3's ``VecNormalize`` for observations and rewards, as a user would run it.
@@ -26,7 +26,7 @@ from rllib_geppo.result_keys import STEPS_KEY
 
 #: The name ``run:`` takes in a YAML file (registered with Tune by ``import rllib_geppo``).
 TRAINABLE_NAME = "SB3PPO"
-INSTALL_HINT = "pip install 'rllib-geppo[baselines]' (Stable-Baselines3)"
+INSTALL_HINT = "pip install -e '.[baselines]' from a checkout of rllib-geppo (Stable-Baselines3)"
 
 
 

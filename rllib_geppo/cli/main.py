@@ -357,7 +357,7 @@ def report_command(argv: Sequence[str]) -> int:
     except ModuleNotFoundError as e:
         if e.name == "rllib_geppo.report.main":
             raise UserError("the report command is not available in this installation.")
-        raise UserError(f"the report command needs '{e.name}': pip install 'rllib-geppo[report]'.")
+        raise UserError(f"the report command needs '{e.name}': pip install -e '.[report]' from a checkout of rllib-geppo.")
     parser = argparse.ArgumentParser(prog=f"{_prog()} report")
     report.add_report_arguments(parser)
     return report.run_report(parser.parse_args(argv))

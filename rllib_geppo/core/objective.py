@@ -130,7 +130,7 @@ def policy_change_stats(
 
 
 def tv_estimate(rho: Tensor, center: Tensor, weights: Tensor) -> Tensor:
-    """Sample estimate of E_nu E_{d^{pi_{k-i}}}[TV(pi_theta, pi_k)(s)] (Lemma 2):
+    """Sample estimate of E_nu E_{d^{pi_{k-i}}}[TV(pi_theta, pi_k)(s)] (Lemma 3):
     ``0.5 * mean(w * |pi_theta/mu - pi_k/mu|)``."""
     return 0.5 * torch.mean(weights * torch.abs(rho - center))
 

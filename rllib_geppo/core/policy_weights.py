@@ -2,7 +2,7 @@
 
 ``nu[i]`` is the weight of the batch collected by policy ``pi_{k-i}``: index 0 is the current
 policy. The weights decide how far back GePPO reuses data (``M = len(nu)``), how much each age
-counts in the loss, and the clip range: ``eps_GePPO = eps_PPO * clip_multiple(nu)`` (Lemma 3).
+counts in the loss, and the clip range: ``eps_GePPO = eps_PPO * clip_multiple(nu)`` (Lemma 4).
 
 Pure numpy/scipy; no Ray.
 """
@@ -40,11 +40,11 @@ def policy_weights(
         batch_multiple: B, the PPO batch size in units of the GePPO batch n (N = B*n). B = 1
             gives ``[1.0]``: PPO.
         max_policies: M_max, the most batch ages the optimiser may use. Default 20.
-        kind: ``"optimal"`` solves the paper's convex programs (Theorems 5 and 6) with scipy;
-            ``"uniform"`` gives ``1/M`` weights (Theorems 3 and 4).
+        kind: ``"optimal"`` solves the paper's convex programs (Theorems 4 and 5) with scipy;
+            ``"uniform"`` gives ``1/M`` weights (Theorems 2 and 3).
         tradeoff: where to sit between the two goals, in [0, 1]. 1 (default) maximises the
-            effective sample size at PPO's TV change per sample (Thm 6, M = 3B-2 ages);
-            0 maximises the TV change at PPO's effective sample size (Thm 5). For uniform
+            effective sample size at PPO's TV change per sample (Thm 5, M = 3B-2 ages);
+            0 maximises the TV change at PPO's effective sample size (Thm 4). For uniform
             weights M moves from 2B-1 (tradeoff 1) to B (tradeoff 0).
         tradeoff_rule: how a tradeoff strictly between 0 and 1 is met, one of
             :data:`TRADEOFF_RULES`. Default "scalarized".
@@ -78,7 +78,7 @@ def with_lag(weights: Sequence[float], lag: int) -> np.ndarray:
     right by ``lag`` ages, with zero weight on the ages below it (docs/overlapped_sampling.md).
 
     Both of the paper's programs keep their solution under the shift (the effective sample
-    size is unchanged), while ``E[i + 1]`` grows by ``lag`` (Lemma 3 on these weights would
+    size is unchanged), while ``E[i + 1]`` grows by ``lag`` (Lemma 4 on these weights would
     shrink the clip range: ``lag_clip_rule="bound"``).
     """
     _check_int("lag", lag, low=0)
@@ -86,7 +86,7 @@ def with_lag(weights: Sequence[float], lag: int) -> np.ndarray:
 
 
 def clip_multiple(weights: Sequence[float]) -> float:
-    """Return ``1 / E_nu[i + 1]``, the factor from eps_PPO to eps_GePPO (Lemma 3)."""
+    """Return ``1 / E_nu[i + 1]``, the factor from eps_PPO to eps_GePPO (Lemma 4)."""
     nu = check_weights(weights)
     return float(1.0 / np.dot(nu, np.arange(1, len(nu) + 1)))
 
@@ -129,7 +129,7 @@ def _optimal_weights(batch_multiple: int, max_policies: int, tradeoff: float) ->
         min  a * sum nu^2 + b * sum nu (i+1)
         s.t. sum nu (i+1) <= B,  sum nu^2 <= 1/B,  sum nu = 1,  nu >= 0
 
-    tradeoff 1 (a, b = 1, 0) is Theorem 6, tradeoff 0 (a, b = 0, 1) is Theorem 5; in between,
+    tradeoff 1 (a, b = 1, 0) is Theorem 5, tradeoff 0 (a, b = 0, 1) is Theorem 4; in between,
     each term is divided by its range over the two extremes so that tradeoff weighs like with like.
     """
     ages = np.arange(1, max_policies + 1, dtype=np.float64)
