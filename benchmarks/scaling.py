@@ -9,8 +9,9 @@ Prints three tables (Hopper-v5, the paper's settings otherwise):
    on the CPU (one thread) and, if a GPU exists, on the GPU.
 2. For each EnvRunner count N: env steps/s sampling only (the EnvRunners alone), and while
    training, with synchronous and with overlapped sampling. Each EnvRunner samples
-   ``--steps-per-runner`` steps per iteration (n = N x that), so every runner has the same work
-   at every N; the parallel efficiency is rate(N) / (N x rate(1)).
+   ``--steps-per-runner`` steps per iteration (the scale rule, ``train_batch_size_per_env_runner``:
+   n = N x that), so every runner has the same work at every N; the parallel efficiency is
+   rate(N) / (N x rate(1)).
 3. Where an iteration's time goes while training: sampling, learner update and weight sync
    (median seconds per iteration), to see what a flat curve waits on.
 
@@ -39,7 +40,7 @@ def config(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, 
     return (GePPOConfig().environment(env)
             .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs_per_runner)
             .learners(**learners)
-            .training(train_batch_size_per_learner=runners * steps_per_runner, overlap_sampling=overlap))
+            .training(train_batch_size_per_env_runner=steps_per_runner, overlap_sampling=overlap))
 
 
 def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int) -> float:
