@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TextIO
 
 #: The manifest's file name in a checkpoint folder.
 MANIFEST = "geppo_checkpoint.json"
@@ -52,14 +52,20 @@ def damaged_files(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[t
     return damaged
 
 
-def write_json_atomically(path: Path, data: Any) -> None:
-    """``data`` as JSON at ``path``: a temporary file, flushed to disk, then renamed over it."""
+def write_atomically(path: Path, write: Callable[[TextIO], None]) -> None:
+    """``write(file)`` into a temporary file beside ``path``, flushed to disk, then renamed over
+    ``path``: a crash or a full disk leaves the old file or the new one, never half of one."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as f:
-        json.dump(data, f, indent=1)
+    with tmp.open("w", newline="") as f:
+        write(f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    """``data`` as JSON at ``path``, atomically (:func:`write_atomically`)."""
+    write_atomically(path, lambda f: json.dump(data, f, indent=1))
 
 
 def _sha256(path: Path) -> str:

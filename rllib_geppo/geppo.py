@@ -116,11 +116,14 @@ UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
 }
 
 
-def _needs_flattening(space, multi_agent: bool) -> bool:
-    """Whether observations are not Boxes (Dicts, Tuples, Discretes; for a multi-agent env:
-    any agent's): RLlib's FlattenObservations makes them flat Boxes (one-hot for discretes)."""
-    spaces = list(space.spaces.values()) if multi_agent and isinstance(space, gym.spaces.Dict) else [space]
-    return any(not isinstance(s, gym.spaces.Box) for s in spaces)
+def _agents_to_flatten(space, multi_agent: bool) -> list | None:
+    """The agents whose observations are not Boxes (Dicts, Tuples, discretes), which RLlib's
+    FlattenObservations makes flat Boxes (one-hot for discretes): ``[]`` for none, None for the
+    single agent of a single-agent env."""
+    if not multi_agent:
+        return [] if isinstance(space, gym.spaces.Box) else None
+    agents = space.spaces.items() if isinstance(space, gym.spaces.Dict) else ()
+    return [agent for agent, agent_space in agents if not isinstance(agent_space, gym.spaces.Box)]
 
 
 @functools.cache
@@ -413,9 +416,10 @@ class GePPOConfig(PPOConfig):
         pipeline = super().build_env_to_module_connector(env=env, spaces=spaces, device=device)
         # Dict, Tuple and discrete observations reach the module flattened (RLlib's
         # FlattenObservations, which also writes them into the episodes: the store holds them flat).
-        if _needs_flattening(pipeline.input_observation_space, self.is_multi_agent) and not any(
-                isinstance(piece, FlattenObservations) for piece in pipeline.connectors):
-            pipeline.prepend(FlattenObservations(multi_agent=self.is_multi_agent, as_learner_connector=False))
+        agents = _agents_to_flatten(pipeline.input_observation_space, self.is_multi_agent)
+        if agents != [] and not any(isinstance(piece, FlattenObservations) for piece in pipeline.connectors):
+            pipeline.prepend(FlattenObservations(multi_agent=self.is_multi_agent, agent_ids=agents,
+                                                 as_learner_connector=False))
         # RLlib's pieces, run without per-piece bookkeeping on every env step (see the module).
         return lean(pipeline, device=device)
 
@@ -585,8 +589,10 @@ ACTOR_MANAGER_LOGGER = "ray.rllib.utils.actor_manager"
 
 
 def _is_class_path(env: Any) -> bool:
-    """Whether RLlib reads ``env`` as a class path: a string with a dot that Tune does not know."""
-    return isinstance(env, str) and "." in env and not _global_registry.contains(ENV_CREATOR, env)
+    """Whether ``env`` is a class path ("pkg.envs.MyEnv"): a string with a dot that is neither a
+    Tune name nor a gymnasium id (registered, or "module:Id")."""
+    return (isinstance(env, str) and "." in env and ":" not in env and env not in gym.registry
+            and not _global_registry.contains(ENV_CREATOR, env))
 
 
 class NonFiniteDataError(ValueError):
@@ -936,8 +942,10 @@ class GePPO(PPO):
         ``sample_timeout_s``. If any does not answer in time, the group's remote EnvRunners are
         killed and EnvRunnerTimeoutError names the cause."""
         timeout = self.config.sample_timeout_s  # None: wait as long as it takes
-        expected = group.num_healthy_remote_workers() + (1 if group.local_env_runner is not None else 0)
         results = group.foreach_env_runner(fn, local_env_runner=True, timeout_seconds=timeout)
+        # After the call: an EnvRunner that died meanwhile is unhealthy (RLlib restarts it);
+        # one that is healthy but did not answer is busy in its environment.
+        expected = group.num_healthy_remote_workers() + (1 if group.local_env_runner is not None else 0)
         if len(results) < expected and timeout is not None:
             group.reset([])  # kills the remote EnvRunners, so that stopping does not wait on them
             raise EnvRunnerTimeoutError(
@@ -1025,6 +1033,8 @@ class GePPO(PPO):
             "modules": {module_id: state.get_state() for module_id, state in self.module_states.items()},
             "policy_version": self.policy_version,
             "result_keys": self._result_keys,
+            "seed_root": self._seed_root,
+            "env_runner_restarts": dict(self._env_runner_restarts),
         }
 
     def _set_geppo_state(self, state: dict[str, Any]) -> None:
@@ -1037,5 +1047,7 @@ class GePPO(PPO):
             if module_id in self.module_states:
                 self.module_states[module_id].set_state(module_state)
         self.policy_version = geppo["policy_version"]
+        self._seed_root = geppo.get("seed_root", self._seed_root)
+        self._env_runner_restarts = dict(geppo.get("env_runner_restarts", {}))
         if geppo.get("result_keys") is not None:
             self._result_keys = [tuple(path) for path in geppo["result_keys"]]

@@ -17,12 +17,13 @@ number that never recompiles anything.
 from __future__ import annotations
 
 import functools
+import math
 import logging
 from typing import Any
 
 import numpy as np
 import torch
-from ray.rllib.core import COMPONENT_RL_MODULE
+from ray.rllib.core import COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -47,6 +48,8 @@ Tensor = torch.Tensor
 #: Columns the gradient steps slice, per real row.
 _MINIBATCH_COLUMNS = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS,
                       C.SAMPLE_WEIGHTS)
+#: The columns that standardise the advantages over a whole global minibatch.
+_STANDARDIZED = (C.ADVANTAGES, C.CENTER, C.SAMPLE_WEIGHTS)
 
 
 class GePPOTorchLearner(GePPOLearner, TorchLearner):
@@ -93,7 +96,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # RLlib makes the restored Adam moments tensors over the state's numpy arrays, which
         # Ray's object store shares between the learners of a node: they would all step on
         # the same memory. Each learner takes its own copy.
-        for module_id in self.module.keys():
+        for module_id in self.module.keys() if COMPONENT_OPTIMIZER in state else ():
             optimizer = self.get_optimizer(module_id, OPTIMIZER)
             for param, moments in optimizer.state.items():
                 optimizer.state[param] = {name: value.clone() if torch.is_tensor(value) else value
@@ -151,6 +154,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         learners, advantages standardised per global minibatch, this learner's slice of each)."""
         rank, num_learners = self.data_parallel_rank()
         rows = len(data[C.ADVANTAGES])
+        if rows < num_learners:  # too few samples to give every learner one: no step anywhere
+            return ({"policy_loss": math.nan, "vf_loss": math.nan, "policy_grad_norm": math.nan,
+                     "num_skipped_steps": 0, "num_gradient_steps": 0}, 0)
         steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch, num_learners)
         mine = learner_slice(size, rank, num_learners)
         weight_scale = slice_weight_scale(size, rank, num_learners)
@@ -159,13 +165,15 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         skipped = torch.zeros((), device=self.device)
         for order in epoch_orders(rows, self.config.num_epochs, seed=inputs.shuffle_seed,
                                   shuffle=self.config.shuffle_batch_per_epoch, device=self.device):
-            epoch = {name: data[name][order[:steps * size]].unflatten(0, (steps, size))
-                     for name in _MINIBATCH_COLUMNS}
-            epoch[C.ADVANTAGES] = objective.standardize_advantages(
-                epoch[C.ADVANTAGES], epoch[C.CENTER], epoch[C.SAMPLE_WEIGHTS])
-            if num_learners > 1:
-                epoch = {name: column[:, mine].contiguous() for name, column in epoch.items()}
-                epoch[C.SAMPLE_WEIGHTS] *= weight_scale
+            minibatch_rows = order[:steps * size].view(steps, size)
+            # Standardised over each global minibatch (three small columns), then this learner's
+            # slice of every column: a learner gathers only its own rows of the big ones.
+            center, weights = data[C.CENTER][minibatch_rows], data[C.SAMPLE_WEIGHTS][minibatch_rows]
+            advantages = objective.standardize_advantages(data[C.ADVANTAGES][minibatch_rows], center, weights)
+            mine_rows = minibatch_rows[:, mine]
+            epoch = {name: data[name][mine_rows] for name in _MINIBATCH_COLUMNS if name not in _STANDARDIZED}
+            epoch.update({C.ADVANTAGES: advantages[:, mine], C.CENTER: center[:, mine],
+                          C.SAMPLE_WEIGHTS: weights[:, mine] * weight_scale if num_learners > 1 else weights})
             for step in range(steps):
                 minibatch = {name: column[step] for name, column in epoch.items()}
                 losses, finite = self.minibatch_step(module_id, minibatch, clip_eps)
@@ -273,8 +281,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         policy_grads, value_grads = _grads(policy_group["params"]), _grads(value_group["params"])
         if self.distributed:
             averaged = mean_over_learners([*losses, *policy_grads, *value_grads])
-            losses, policy_grads, value_grads = (averaged[:len(losses)], averaged[len(losses):-len(value_grads)],
-                                                 averaged[-len(value_grads):])
+            n, p = len(losses), len(policy_grads)
+            losses, policy_grads, value_grads = averaged[:n], averaged[n:n + p], averaged[n + p:]
         return self._clip_and_check(losses, policy_grads, value_grads)
 
     def _clip_and_check(self, losses, policy_grads, value_grads):

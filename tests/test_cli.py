@@ -318,13 +318,21 @@ def test_a_second_run_into_a_folder_in_use_exits_2(tmp_path, capsys):
     path = str(write(tmp_path, TINY))
     run_dir = tmp_path / "results" / "exp"
     run_dir.mkdir(parents=True)
-    # A live process of this machine holds the folder (here: pytest's parent).
-    (run_dir / ".rllib_geppo_run.lock").write_text(json.dumps(
-        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-11-28 10:00:00"}))
-    err = run_exits_2_before_ray_starts(capsys, path, "-e", "geppo", "--storage-path",
-                                        str(tmp_path / "results"))
-    assert f"run folder {run_dir} is in use by another run (process {os.getppid()}" in err
-    assert "Pass another --name" in err
+    # Another process holds the folder's lock, as a running run does.
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\n"
+        f"f = open({str(run_dir / '.rllib_geppo_run.lock')!r}, 'a+')\n"
+        "fcntl.flock(f, fcntl.LOCK_EX); f.write('process 4242 on a host'); f.flush()\n"
+        "print('locked', flush=True); time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        err = run_exits_2_before_ray_starts(capsys, path, "-e", "geppo", "--storage-path",
+                                            str(tmp_path / "results"))
+        assert f"run folder {run_dir} is in use by another run (process 4242 on a host)" in err
+        assert "Pass another --name" in err
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_resume_of_a_run_whose_saved_state_is_cut_short_exits_2(tmp_path, capsys):

@@ -144,3 +144,12 @@ def test_no_module_imports_from_a_layer_above_its_own():
     assert not upward, upward
     assert layer("rllib_geppo.core.segments") == 0 and layer("rllib_geppo.geppo") == 1
     assert layer("rllib_geppo.cli.main") == 2 and layer("rllib_geppo") == 3
+
+
+def test_the_module_paths_of_older_checkpoints_still_name_the_classes():
+    # Checkpoints of 0.8 and older pickle the config class as rllib_geppo.config.GePPOConfig.
+    from rllib_geppo import GePPO, GePPOConfig
+    from rllib_geppo.algorithm import GePPO as old_algorithm
+    from rllib_geppo.config import GePPOConfig as old_config
+
+    assert (old_config, old_algorithm) == (GePPOConfig, GePPO)

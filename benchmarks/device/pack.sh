@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# Pack what a lent GPU machine lacks (it has Python and torch, not Ray, gymnasium or MuJoCo) into
-# one xz archive under the carry limit (64 MiB): this venv's site-packages without torch and its
-# CUDA libraries, plotting, build tools, tests and Ray's parts that RLlib's training does not
-# import. The device unpacks it and puts it on PYTHONPATH (benchmarks/device/run.sh).
-#   bash benchmarks/device/pack.sh [archive]        # default: device/site-packages.tar.xz
+# Pack what a lent GPU machine lacks (it has Python and torch, not Ray, gymnasium or MuJoCo): this
+# venv's site-packages without torch and its CUDA libraries, plotting, build tools, tests and the
+# parts of Ray that RLlib's training does not import, as xz archives of at most 60 MiB each, since
+# one device call carries at most 64 MiB: device/part-1.tar.xz (Ray), part-2 (pyarrow), part-3
+# (the rest). Carry them in successive calls while the machine stays warm (benchmarks/device/run.sh).
+#   nice bash benchmarks/device/pack.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-archive=${1:-device/site-packages.tar.xz}
-mkdir -p "$(dirname "$archive")"
 site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-tar -C "$site" -cf - \
-  --exclude='torch' --exclude='torch-*' --exclude='nvidia*' --exclude='triton*' \
-  --exclude='sympy*' --exclude='networkx*' --exclude='mpmath*' --exclude='functorch' \
-  --exclude='pip' --exclude='pip-*' --exclude='setuptools*' --exclude='_distutils_hack' \
-  --exclude='matplotlib*' --exclude='mpl_toolkits' --exclude='fontTools*' --exclude='PIL' \
-  --exclude='pillow*' --exclude='OpenGL*' --exclude='kiwisolver*' --exclude='contourpy*' \
-  --exclude='seaborn*' --exclude='pygments*' --exclude='rllib_geppo*' --exclude='__editable__*' \
-  --exclude='*/tests' --exclude='*/test' --exclude='__pycache__' --exclude='*.pyi' \
-  --exclude='ray/dashboard/client' --exclude='ray/serve' --exclude='ray/data' \
+mkdir -p device
+common=(--exclude='__pycache__' --exclude='*/tests' --exclude='*/test' --exclude='*.pyi' --exclude='*.a')
+pack() {  # archive, then the site-packages entries it holds
+  local archive=$1; shift
+  tar -C "$site" -cf - "${common[@]}" "$@" | xz -T0 -9 > "device/$archive"
+  local mib=$(( $(stat -c %s "device/$archive") / 1048576 ))
+  echo "device/$archive: ${mib} MiB"
+  (( mib < 60 )) || { echo "device/$archive is over 60 MiB: prune more" >&2; exit 1; }
+}
+pack part-1.tar.xz --exclude='ray/dashboard/client' --exclude='ray/serve' --exclude='ray/data' \
   --exclude='ray/llm' --exclude='ray/jars' --exclude='ray/cpp' --exclude='ray/autoscaler/gcp' \
-  --exclude='ray/autoscaler/aws' --exclude='ray/autoscaler/azure' --exclude='pyarrow/include' \
-  --exclude='pyarrow/src' --exclude='*.a' \
-  . | xz -T0 -9 > "$archive"
-ls -l "$archive"
+  --exclude='ray/autoscaler/aws' --exclude='ray/autoscaler/azure' ray ray-*.dist-info
+pack part-2.tar.xz --exclude='pyarrow/include' --exclude='pyarrow/src' pyarrow pyarrow-*.dist-info
+rest=$(cd "$site" && ls -d * | grep -v -E '^(ray|pyarrow|torch|nvidia|triton|sympy|networkx|mpmath|functorch|pip|setuptools|_distutils_hack|matplotlib|mpl_toolkits|fontTools|PIL|pillow|OpenGL|kiwisolver|contourpy|seaborn|pygments|rllib_geppo|__editable__)' )
+# shellcheck disable=SC2086
+pack part-3.tar.xz $rest

@@ -6,7 +6,7 @@ truncated or corrupt, the restore fails inside the trial with an `UnpicklingErro
 that names no file. :func:`check_run_checkpoints` checks those checkpoints first, without
 unpickling anything (:func:`damaged_file`), and names the damaged file, the checkpoint and the
 previous intact checkpoint; with
-`--skip-damaged-checkpoints`, :class:`ResumeFromIntact` makes Tune restore those trials from
+`--skip-damaged-checkpoints`, :class:`ResumeFromCheckpoints` makes Tune restore those trials from
 the previous intact checkpoint instead (with that checkpoint's own iteration and metrics).
 """
 
@@ -22,6 +22,7 @@ from ray.tune import Callback
 
 from rllib_geppo.checkpoint_manifest import damaged_files, read_manifest
 from rllib_geppo.cli.experiment_file import UserError
+from rllib_geppo.cli.resume import saved_trials
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +66,8 @@ def checkpoints_of(trial_dir: Path) -> list[Path]:
 
 
 def unfinished_trial_dirs(run_dir: Path) -> list[Path]:
-    """Folders of the trials that `--resume` restores (not TERMINATED), from Tune's newest
-    experiment state; all trial folders if that state cannot be read."""
-    states = sorted(run_dir.glob("experiment_state-*.json"))
-    try:
-        trials = [json.loads(t[0]) for t in json.loads(states[-1].read_text())["trial_data"]]
-        return [run_dir / t["relative_logdir"] for t in trials if t["status"] != "TERMINATED"]
-    except (IndexError, KeyError, TypeError, ValueError, OSError):
-        return sorted(p.parent for p in run_dir.glob("*/checkpoint_*"))
+    """Folders of the trials that `--resume` restores (not TERMINATED), from Tune's saved state."""
+    return [run_dir / t.folder for t in saved_trials(run_dir) if t.status != "TERMINATED"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,7 +91,7 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
     if "://" in run_dir:
         return resume_from  # cloud storage: Tune reads it
     for trial_dir in unfinished_trial_dirs(Path(run_dir)):
-        checkpoints = checkpoints_of(trial_dir)
+        checkpoints = complete_checkpoints(checkpoints_of(trial_dir))
         if not checkpoints:
             continue
         damage = damaged_file(checkpoints[-1])
@@ -115,6 +110,17 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
         log.warning("%s Restoring %s from %s.", what, trial_dir.name, intact.name)
         resume_from[trial_dir.name] = intact
     return resume_from
+
+
+def complete_checkpoints(checkpoints: list[Path]) -> list[Path]:
+    """``checkpoints`` without those whose copy a crash cut short: in a trial whose checkpoints
+    carry GePPO's manifest, which is written last, a folder without one is incomplete."""
+    if not any(read_manifest(c) is not None for c in checkpoints):
+        return checkpoints  # another algorithm's, or GePPO's before 0.9
+    incomplete = [c for c in checkpoints if read_manifest(c) is None]
+    for checkpoint in incomplete:
+        log.warning("checkpoint %s has no manifest: its copy was cut short; it is skipped.", checkpoint)
+    return [c for c in checkpoints if c not in incomplete]
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,9 +148,10 @@ class ResumeFromCheckpoints(Callback):
             recorded = {Path(r.checkpoint.path).name: r for r in manager.best_checkpoint_results}
             result = recorded.get(checkpoint.name) or unrecorded_result(checkpoint)
             if result is None:
-                raise UserError(f"{checkpoint}: Tune has no record of this checkpoint (deleted "
-                                "by num_to_keep?) and it has no GePPO manifest to read its "
-                                "iteration from; start a new run instead.")
+                log.warning("%s: Tune has no record of this checkpoint and its iteration's result "
+                            "is not in result.json; the trial resumes from the checkpoint Tune "
+                            "names instead.", checkpoint)
+                continue
             if latest is not None:
                 log.warning("%s: resuming from %s (iteration %s); Tune's experiment state named "
                             "%s.", Path(trial.path).name, checkpoint.name,
@@ -163,7 +170,11 @@ def unrecorded_result(checkpoint: Path):
     manifest = read_manifest(checkpoint)
     if manifest is None:
         return None
-    for line in (checkpoint.parent / "result.json").read_text().splitlines():
+    try:
+        lines = (checkpoint.parent / "result.json").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
         try:
             metrics = json.loads(line)
         except ValueError:

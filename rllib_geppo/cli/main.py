@@ -283,6 +283,9 @@ def train_file(args: argparse.Namespace) -> int:
     resume_from = preflight(args, specs, trials, storage, run_name)
     if args.resume and "://" not in storage:
         specs = resumed_specs(args, specs, trials, _join(storage, run_name))
+    elif args.resume:
+        log.warning("--resume from %s: Tune reads the run there; the checks of a local run (its "
+                    "saved settings, checkpoints and lock) do not apply to remote storage.", storage)
     lock = run_lock(Path(_join(storage, run_name))) if "://" not in storage else nullcontext()
     with lock:
         log.info("%s: %d trial(s) in %d experiment(s); results in %s",

@@ -11,13 +11,14 @@ disk never leaves half a file; a resumed trial goes on under the file's own head
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 from typing import Any
 
 from ray.tune.logger import CSVLoggerCallback
 from ray.tune.result import EXPR_PROGRESS_FILE
 from ray.tune.utils import flatten_dict
+
+from rllib_geppo.checkpoint_manifest import write_atomically
 
 
 class ProgressCSV(CSVLoggerCallback):
@@ -53,14 +54,13 @@ class ProgressCSV(CSVLoggerCallback):
         self._trial_files[trial].close()
         with path.open(newline="") as f:
             rows = list(csv.DictReader(f))
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", newline="") as f:
+
+        def write(f) -> None:
             writer = csv.DictWriter(f, fieldnames)
             writer.writeheader()
             writer.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+
+        write_atomically(path, write)
         self._trial_files[trial] = path.open("a", newline="")
         return self._writer(trial, fieldnames)
 

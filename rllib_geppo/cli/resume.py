@@ -9,12 +9,13 @@ whose saved state cannot be read (a full disk truncates it), where Tune would st
 
 The state is Tune's ``experiment_state-*.json``, read as JSON only: nothing is unpickled.
 
-While a run writes into its folder, :func:`run_lock` holds a lock file there, so a second run
-started with the same --storage-path and --name stops instead of writing into the same folder.
+While a run writes into its folder, :func:`run_lock` holds a lock there, so a second run started
+with the same --storage-path and --name stops instead of writing into the same folder.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rllib_geppo.checkpoint_manifest import write_json_atomically
 from rllib_geppo.cli.experiment_file import UserError, parse_assignment
 
 #: The lock file a running run keeps in its folder.
@@ -34,11 +34,14 @@ LOCK = ".rllib_geppo_run.lock"
 
 @dataclass(frozen=True)
 class SavedTrial:
-    """One trial of a saved run: its experiment, config as resolved, and stop criteria."""
+    """One trial of a saved run: its experiment, config as resolved, stop criteria, status and
+    folder (relative to the run's)."""
 
     experiment: str
     config: dict[str, Any]
     stop: dict[str, Any]
+    status: str
+    folder: str
 
 
 def saved_trials(run_dir: Path) -> list[SavedTrial]:
@@ -46,14 +49,15 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
 
     Raises UserError if that state cannot be read: Tune would start the run over.
     """
-    states = sorted(run_dir.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    states = sorted(run_dir.glob("experiment_state-*.json"))  # the name holds the time
     if not states:
         return []
     try:
         data = json.loads(states[-1].read_text())
         trials = [json.loads(entry[0]) for entry in data["trial_data"]]
         return [SavedTrial(experiment=t["custom_trial_name"].rsplit("_", 1)[0],
-                           config=dict(t["config"]), stop=dict(t["stopping_criterion"] or {}))
+                           config=dict(t["config"]), stop=dict(t["stopping_criterion"] or {}),
+                           status=t["status"], folder=t["relative_logdir"])
                 for t in trials]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(
@@ -113,38 +117,30 @@ def _matches(saved: Any, value: Any) -> bool:
 
 @contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold ``run_dir``'s lock while the run writes into it.
+    """Hold ``run_dir``'s lock while the run writes into it (a kernel lock on the lock file,
+    which the system releases when the process ends, however it ends).
 
-    Raises UserError if a live process on this machine holds it; a lock of a process that is
-    gone (a crash, a kill) is taken over. A lock taken on another machine of a shared file
-    system cannot be checked and is taken over too.
+    Raises UserError if another process holds it.
     """
-    path = run_dir / LOCK
-    try:
-        holder = json.loads(path.read_text())
-    except (OSError, ValueError):
-        holder = None
-    if holder and holder.get("host") == socket.gethostname() and _alive(holder.get("pid")):
-        raise UserError(
-            f"run folder {run_dir} is in use by another run (process {holder['pid']}, started "
-            f"{holder.get('started', '?')}): both would write into it. Pass another --name, or "
-            "wait for that run (or stop it and --resume).")
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(path, {"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+    path = run_dir / LOCK
+    lock = path.open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise UserError(f"run folder {run_dir} is in use by another run ({holder}): both would "
+                        "write into it. Pass another --name, or wait for that run (or stop it "
+                        "and --resume).") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"process {os.getpid()} on {socket.gethostname()}, started "
+               f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+    lock.flush()
     try:
         yield
     finally:
         path.unlink(missing_ok=True)
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        lock.close()
