@@ -10,7 +10,8 @@ cd "$(dirname "$0")/../.."
 site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 mkdir -p device
 common=(--exclude='__pycache__' --exclude='*/tests' --exclude='*/test' --exclude='*.pyi' --exclude='*.a')
-pack() {  # archive, then the site-packages entries it holds
+in_site() { (cd "$site" && for p in "$@"; do compgen -G "$p"; done); }  # site-packages names matching globs
+pack() {  # archive, then tar's options and the site-packages entries it holds
   local archive=$1; shift
   tar -C "$site" -cf - "${common[@]}" "$@" | xz -T0 -9 > "device/$archive"
   local mib=$(( $(stat -c %s "device/$archive") / 1048576 ))
@@ -19,8 +20,8 @@ pack() {  # archive, then the site-packages entries it holds
 }
 pack part-1.tar.xz --exclude='ray/dashboard/client' --exclude='ray/serve' --exclude='ray/data' \
   --exclude='ray/llm' --exclude='ray/jars' --exclude='ray/cpp' --exclude='ray/autoscaler/gcp' \
-  --exclude='ray/autoscaler/aws' --exclude='ray/autoscaler/azure' ray ray-*.dist-info
-pack part-2.tar.xz --exclude='pyarrow/include' --exclude='pyarrow/src' pyarrow pyarrow-*.dist-info
+  --exclude='ray/autoscaler/aws' --exclude='ray/autoscaler/azure' $(in_site 'ray' 'ray-*.dist-info')
+pack part-2.tar.xz --exclude='pyarrow/include' --exclude='pyarrow/src' $(in_site 'pyarrow' 'pyarrow-*.dist-info')
 rest=$(cd "$site" && ls -d * | grep -v -E '^(ray|pyarrow|torch|nvidia|triton|sympy|networkx|mpmath|functorch|pip|setuptools|_distutils_hack|matplotlib|mpl_toolkits|fontTools|PIL|pillow|OpenGL|kiwisolver|contourpy|seaborn|pygments|rllib_geppo|__editable__)' )
 # shellcheck disable=SC2086
 pack part-3.tar.xz $rest
