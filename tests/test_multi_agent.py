@@ -149,3 +149,18 @@ def test_two_independent_cartpole_policies_learn():
     # Two agents' returns summed: about 44 for random policies.
     assert returns[0] < 80
     assert max(returns[-3:]) > 160, returns
+
+
+def test_the_multi_agent_tuned_example_builds_valid_configs():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "tuned_examples" / "geppo_multi_agent.py"
+    spec = importlib.util.spec_from_file_location("geppo_multi_agent", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    for shared, policies in ((False, {"p0", "p1"}), (True, {"shared"})):
+        config = example.config(shared).debugging(seed=0)
+        config.validate()
+        assert set(config.policies) == policies
+        assert {config.policy_mapping_fn(agent, None) for agent in (0, 1)} == policies
