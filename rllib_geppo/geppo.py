@@ -272,9 +272,8 @@ class GePPOConfig(PPOConfig):
                 1024 on one EnvRunner is the paper's n. None (default): n is
                 ``train_batch_size_per_learner`` x learners, whatever the EnvRunners
                 (docs/cluster_and_gpu.md, "Scale one trial").
-            max_failed_samples_in_a_row: how many iterations in a row may sample nothing
-                because their EnvRunners failed before training stops with the environment's
-                error. RLlib restarts failed EnvRunners (``restart_failed_env_runners``), which
+            max_failed_samples_in_a_row: how many samples in a row may fail with no env step
+                before training stops with the environment's error. RLlib restarts failed EnvRunners (``restart_failed_env_runners``), which
                 an environment that fails whenever it runs would have it do for ever. Default 3.
             batch_multiple: B, PPO's batch in units of n (N = B*n). Default 2.
             max_policies: M_max, most batch ages the weight optimiser may use. Default 20.
@@ -720,12 +719,17 @@ class GePPO(PPO):
 
     def _count_failed_samples(self, steps: int) -> None:
         """Stop the run with the environment's error once ``max_failed_samples_in_a_row``
-        iterations in a row sampled no env step: RLlib restarts failed EnvRunners for ever,
-        and an env that fails whenever it runs would keep the run going without a sample."""
-        self._last_env_runner_error = self._env_runner_errors.pop() or self._last_env_runner_error
+        samples in a row failed with no env step (iterations whose EnvRunners were only being
+        restarted, sampling nothing and failing nothing, do not break the row): RLlib restarts
+        failed EnvRunners for ever, and an env that fails whenever it runs would keep the run
+        going without a sample."""
+        failure = self._env_runner_errors.pop()
+        self._last_env_runner_error = failure or self._last_env_runner_error
         if steps:
             self._failed_samples_in_a_row = 0
             return
+        if failure is None:
+            return  # nothing sampled and nothing failed: EnvRunners still restarting
         self._failed_samples_in_a_row += 1
         if self._failed_samples_in_a_row >= self.config.max_failed_samples_in_a_row:
             error = self._last_env_runner_error
@@ -735,9 +739,9 @@ class GePPO(PPO):
                      "EnvRunners' logs hold their error.")
             raise EnvRunnerFailedError(
                 f"iteration {self.iteration + 1}: {self._failed_samples_in_a_row} samples in a row "
-                f"returned no env step: their EnvRunners failed and were restarted, or were still "
-                f"being restarted, so environment {self.config.env!r} seems to fail whenever it "
-                f"runs. {found} The last EnvRunner error: "
+                f"failed with no env step (RLlib restarted the EnvRunners in between), so "
+                f"environment {self.config.env!r} seems to fail whenever it runs. {found} The last "
+                f"EnvRunner error: "
                 f"{error if error is not None else 'none reported'}. Fix the environment; "
                 "max_failed_samples_in_a_row sets how many such samples stop the run.") from error
 

@@ -279,6 +279,16 @@ def test_a_trial_larger_than_the_machine_exits_2_before_ray_starts(tmp_path, cap
     assert "lower num_env_runners" in err
 
 
+def test_evaluation_settings_are_among_those_behind_a_trials_request(tmp_path, capsys):
+    # Trials that differ in evaluation_interval are checked apart, and the message names it.
+    cpus = os.cpu_count()
+    err = run_exits_2_before_ray_starts(
+        capsys, str(write(tmp_path, TINY)), "-e", "geppo", "-c", "evaluation_interval={grid_search: [0, 1]}",
+        "-c", f"evaluation_num_env_runners={cpus}")
+    assert f"a trial asks for {cpus + 1} CPUs (num_env_runners: 0, evaluation_interval: 0, " \
+           f"evaluation_num_env_runners: {cpus})" in err
+
+
 def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

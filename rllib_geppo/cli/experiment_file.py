@@ -302,7 +302,7 @@ def check_trial_spaces(trial: dict[str, Any], where: str) -> None:
     from rllib_geppo.geppo import GePPOConfig
     from rllib_geppo.module_spaces import check_module_spaces
 
-    config = GePPOConfig().update_from_dict(trial)
+    config = GePPOConfig().update_from_dict(to_algorithm_config(trial))
     try:
         # RLlib's own lookup: a Tune-registered name, a class path or a gymnasium id.
         _, creator = Algorithm._get_env_id_and_creator(config.env, config)

@@ -45,7 +45,7 @@ from rllib_geppo.cli.preflight import (
 )
 from rllib_geppo.cli.progress import BestReturns, BudgetReporter
 from rllib_geppo.cli.progress_csv import ProgressCSV
-from rllib_geppo.cli.resume import check_unchanged, run_lock, saved_stops, saved_trials
+from rllib_geppo.cli.resume import check_run_lock, check_unchanged, run_lock, saved_stops, saved_trials
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
 from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
@@ -286,17 +286,19 @@ def train_file(args: argparse.Namespace) -> int:
     elif args.resume:
         log.warning("--resume from %s: Tune reads the run there; the checks of a local run (its "
                     "saved settings, checkpoints and lock) do not apply to remote storage.", storage)
-    lock = run_lock(Path(_join(storage, run_name))) if "://" not in storage else nullcontext()
-    with lock:
-        log.info("%s: %d trial(s) in %d experiment(s); results in %s",
-                 args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name))
-        with quiet_console(not args.verbose) as console, ray_session(args.address, console):
-            check_cluster_resources(specs, trials, args.address)
-            best_returns = BestReturns()
+    local = "://" not in storage
+    if local:
+        check_run_lock(Path(_join(storage, run_name)))
+    log.info("%s: %d trial(s) in %d experiment(s); results in %s",
+             args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name))
+    with quiet_console(not args.verbose) as console, ray_session(args.address, console):
+        check_cluster_resources(specs, trials, args.address)
+        best_returns = BestReturns()
+        with run_lock(Path(_join(storage, run_name))) if local else nullcontext():
             results = run_experiments(specs, run_name, storage, args.resume, best_returns, resume_from)
-            print("\nSummary:")
-            for trial in results:
-                print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
+        print("\nSummary:")
+        for trial in results:
+            print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
         log.warning("Interrupted. Continue with: %s", resume_command(args, run_name))
@@ -384,10 +386,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler that writes to whatever ``sys.stderr`` is when a record comes: the quiet
+    console and callers that run ``main`` more than once (tests) swap it."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def _setup_logging() -> None:
     package_logger = logging.getLogger("rllib_geppo")
     if not package_logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         package_logger.addHandler(handler)
         package_logger.setLevel(logging.INFO)

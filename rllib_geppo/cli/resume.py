@@ -115,6 +115,17 @@ def _matches(saved: Any, value: Any) -> bool:
     return saved == value
 
 
+def check_run_lock(run_dir: Path) -> None:
+    """Raise UserError if another process holds ``run_dir``'s lock (a run writing into it);
+    creates nothing, so that a run refused later leaves no folder behind."""
+    path = run_dir / LOCK
+    if not path.exists():
+        return  # a running run keeps its lock file
+    with path.open("a+") as lock:
+        _lock_or_refuse(lock, run_dir)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir``'s lock while the run writes into it (a kernel lock on the lock file,
@@ -125,15 +136,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK
     lock = path.open("a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.seek(0)
-        holder = lock.read().strip() or "another process"
-        lock.close()
-        raise UserError(f"run folder {run_dir} is in use by another run ({holder}): both would "
-                        "write into it. Pass another --name, or wait for that run (or stop it "
-                        "and --resume).") from None
+    _lock_or_refuse(lock, run_dir)
     lock.seek(0)
     lock.truncate()
     lock.write(f"process {os.getpid()} on {socket.gethostname()}, started "
@@ -144,3 +147,15 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     finally:
         path.unlink(missing_ok=True)
         lock.close()
+
+
+def _lock_or_refuse(lock, run_dir: Path) -> None:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise UserError(f"run folder {run_dir} is in use by another run ({holder}): both would "
+                        "write into it. Pass another --name, or wait for that run (or stop it "
+                        "and --resume).") from None
