@@ -328,9 +328,8 @@ class GePPOConfig(PPOConfig):
                 once per learner process (the time it took is logged); the Adam step stays
                 eager. True (compiles at the first step, which waits for it), False, or "auto"
                 (default): a single learner, CPU or GPU, compiles after its first 3,200
-                gradient steps (10 updates with the defaults), in a background thread while
-                the steps go on eagerly, so short runs never compile and no run waits for the
-                compile; with 2+ learners it stays eager.
+                gradient steps (10 updates with the defaults), so short runs never compile;
+                that update waits for the compile. With 2+ learners it stays eager.
                 For the paper's 64x64 networks the compiled step measured 2x to 3x faster than
                 eager on CPU (compiling took 3 to 15 s on 2 cores) and 3.1x on an H100
                 (docs/speed.md). Where compiling fails the learner runs eagerly and logs one

@@ -251,8 +251,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             step = self._gradient_steps[module_id] = CompiledStep(
                 functools.partial(self._functional_gradients, module_id, self._named_groups(module_id)),
                 functools.partial(self._backward_gradients, module_id),
-                compile_after=self._compile_after, background=self.config.compile_learner == "auto",
-                name="gradient step")
+                compile_after=self._compile_after, name="gradient step")
         return step
 
     def _named_groups(self, module_id: ModuleID) -> tuple[dict[str, Tensor], list[str], list[str]]:

@@ -216,16 +216,3 @@ def test_auto_compiles_a_single_learner_later_and_bad_values_are_named():
         (GePPOConfig().api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
          .environment("Pendulum-v1").training(compile_learner=True).validate())
 
-
-def test_auto_compiles_in_the_background_while_the_steps_go_on_eagerly():
-    background, eager = build_learner("auto"), build_learner(False)
-    background._compile_after = 3  # "auto" compiles after 3,200 steps; here after 3
-    same_start(background, eager)
-    run_steps((background, eager), range(3))
-    step = background.gradient_step(DEFAULT_MODULE_ID)
-    assert not step.compiled
-    run_steps((background, eager), range(3, 6))  # the 4th step starts the compile, eagerly
-    step.wait_for_compile()
-    assert step.compiled and step.compile_seconds > 0
-    run_steps((background, eager), range(6, 12))  # compiled from here on, still agreeing
-    assert step.graphs_compiled == 1

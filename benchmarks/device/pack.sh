@@ -18,7 +18,7 @@ pack() {  # archive, then tar's options and the site-packages entries it holds
   echo "device/$archive: ${mib} MiB"
   (( mib < 60 )) || { echo "device/$archive is over 60 MiB: prune more" >&2; exit 1; }
 }
-pack part-1.tar.xz --exclude='ray/dashboard/client' --exclude='ray/serve' --exclude='ray/data' \
+pack part-1.tar.xz --exclude='ray/dashboard/client' --exclude='ray/serve' \
   --exclude='ray/llm' --exclude='ray/jars' --exclude='ray/cpp' --exclude='ray/autoscaler/gcp' \
   --exclude='ray/autoscaler/aws' --exclude='ray/autoscaler/azure' $(in_site 'ray' 'ray-*.dist-info')
 pack part-2.tar.xz --exclude='pyarrow/include' --exclude='pyarrow/src' $(in_site 'pyarrow' 'pyarrow-*.dist-info')

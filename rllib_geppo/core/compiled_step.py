@@ -9,6 +9,8 @@ eagerly), falling back to the twin for good if compiling
 fails. Shapes are traced as dynamic, so the store's growth during the first iterations (a
 larger minibatch each update) compiles nothing new; anything that changes between updates must
 come in as a tensor (the clip range does), not as a Python number, or it would recompile.
+The compile runs in the caller's thread, never beside running steps: torch.compile is not
+thread safe (pytorch/pytorch issues 105943 and 118260).
 
 Pure torch; no Ray.
 """
@@ -16,7 +18,6 @@ Pure torch; no Ray.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Callable, Sequence
 
@@ -38,8 +39,7 @@ def resolve_compile(setting: bool | str, *, distributed: bool) -> int | None:
     """After how many eager minibatch steps a learner compiles its step; None: never.
 
     True compiles from the first step and False never. ``"auto"`` compiles a single learner
-    after :data:`AUTO_COMPILE_AFTER_STEPS` steps, in the background while the steps go on
-    eagerly (``CompiledStep(background=True)``): for the paper's 64x64 networks the compiled
+    after :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled
     step measured 2x to 3x faster than eager on CPU (``benchmarks/learner_step.py``, 2 cores;
     compiling took 3 to 15 s, repaid within about 10 to 60 updates) and 3.1x on an H100, where
     an eager step is bound by kernel-launch latency. With 2+ learners the step is always
@@ -76,9 +76,6 @@ class CompiledStep:
             runs under ``torch.no_grad``.
         eager: the same step, run as it is (with grad mode on).
         compile_after: how many calls run ``eager`` before the first compiled one; None: all.
-        background: compile in a background thread, on copies of the arguments of the call
-            that reaches ``compile_after``, while the calls go on eagerly; the compiled
-            function takes over once it is ready. Training then never waits for the compile.
         name: what the log messages call the step.
 
     If compiling fails (no C compiler, an operation inductor cannot trace, ...), at the first
@@ -89,20 +86,16 @@ class CompiledStep:
     something recompiled).
     """
 
-    def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None,
-                 background: bool = False, name: str = "step"):
+    def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step"):
         self._fn, self._eager, self._name = fn, eager, name
         self._eager_calls_left = compile_after
         self._compiled_fn = None if compile_after is None else torch.compile(fn, backend=self._backend, dynamic=True)
-        self._background = background
-        self._compiler: threading.Thread | None = None
-        self._ready = not background  # whether the compiled function may run in the caller's thread
         self.compile_seconds: float | None = None
         self.graphs_compiled = 0
 
     @property
     def compiled(self) -> bool:
-        return self._compiled_fn is not None and self._eager_calls_left == 0 and self._ready
+        return self._compiled_fn is not None and self._eager_calls_left == 0
 
     def _backend(self, graph: torch.fx.GraphModule, example_inputs: list) -> Callable:
         """Inductor, counting the graphs it compiles (every compile and recompile; an attempt
@@ -117,8 +110,6 @@ class CompiledStep:
         if not self.compiled:
             if self._eager_calls_left:
                 self._eager_calls_left -= 1
-            elif self._compiled_fn is not None and self._compiler is None:
-                self._compile_in_background(args)
             return self._eager(*args)
         start = time.perf_counter()
         try:
@@ -131,33 +122,6 @@ class CompiledStep:
             self.compile_seconds = time.perf_counter() - start
             logger.info("Compiled GePPO's %s with torch.compile in %.1f s.", self._name, self.compile_seconds)
         return out
-
-    def _compile_in_background(self, args: tuple) -> None:
-        """Compile by one call on copies of ``args`` in a daemon thread (its result is
-        discarded); the next call after it finishes runs compiled."""
-        example = torch.utils._pytree.tree_map(
-            lambda x: x.detach().clone() if isinstance(x, torch.Tensor) else x, args)
-
-        def compile_once() -> None:
-            start = time.perf_counter()
-            try:
-                with torch.no_grad():
-                    self._compiled_fn(*example)
-            except Exception as err:  # noqa: BLE001 - compiling failed: stay eager
-                self._give_up(err)
-                return
-            self.compile_seconds = time.perf_counter() - start
-            logger.info("Compiled GePPO's %s with torch.compile in %.1f s, while training went on.",
-                        self._name, self.compile_seconds)
-            self._ready = True
-
-        self._compiler = threading.Thread(target=compile_once, name=f"compile {self._name}", daemon=True)
-        self._compiler.start()
-
-    def wait_for_compile(self) -> None:
-        """Block until a background compile has finished (tests, benchmarks)."""
-        if self._compiler is not None:
-            self._compiler.join()
 
     def _give_up(self, err: Exception) -> None:
         logger.warning("Could not compile GePPO's %s (%s: %s); it runs eagerly.",
