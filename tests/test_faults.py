@@ -199,7 +199,8 @@ def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
 def test_a_crashing_env_runner_is_replaced_and_the_store_is_kept(tmp_path):
     algo = (config("crash", at=600).environment(env_config={"kind": "crash", "at": 600,
                                                              "marker": str(tmp_path / "crashed")})
-            .env_runners(num_env_runners=1).fault_tolerance(restart_failed_env_runners=True)).build_algo()
+            .env_runners(num_env_runners=1)
+            .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0)).build_algo()
     try:
         results = [algo.train() for _ in range(3)]
         assert (tmp_path / "crashed").exists()  # the fault happened in iteration 3
