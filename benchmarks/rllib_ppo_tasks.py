@@ -6,7 +6,8 @@ Tasks (names as the report shows them):
 - ``MultiAgentCartPole-independent``: RLlib's ``MultiAgentCartPole``, 2 agents, one policy each;
 - ``MultiAgentCartPole-shared``: the same, both agents on one shared policy;
 - ``MinAtar/Breakout-v1``: MinAtar's Breakout, 10 x 10 x 4 boolean images (``pip install minatar``);
-- ``CartPoleDict``: RLlib's ``CartPoleWithDictObservationSpace`` (a Dict of four Boxes).
+- ``CartPoleDict``: RLlib's ``CartPoleWithDictObservationSpace`` (a Dict of four Boxes), with
+  CartPole-v1's limit of 500 steps per episode, which the class itself lacks.
 
 GePPO runs with its defaults. RLlib's PPO runs with the settings of RLlib's own CartPole tuned
 example (lr 3e-4, 6 epochs, vf_loss_coeff 0.01) and its default model (fcnet [256, 256], or the
@@ -28,6 +29,7 @@ import logging
 from pathlib import Path
 
 import ray
+from gymnasium.wrappers import TimeLimit
 from ray import tune
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.env_to_module import FlattenObservations
@@ -63,7 +65,9 @@ def register_envs() -> None:
     for task in ("MultiAgentCartPole-independent", "MultiAgentCartPole-shared"):
         register_env(task, lambda config: MultiAgentCartPole({"num_agents": 2}))
     register_env("MinAtar/Breakout-v1", lambda config: MinAtar(config, game="breakout"))
-    register_env("CartPoleDict", lambda config: CartPoleWithDictObservationSpace(config))
+    # The class has no time limit: without one, a policy that balances ends no episode, and no
+    # return is reported. CartPole-v1's limit makes its returns those of the other tasks.
+    register_env("CartPoleDict", lambda config: TimeLimit(CartPoleWithDictObservationSpace(config), 500))
 
 
 def config(task: str, algorithm: str) -> PPOConfig:
