@@ -331,7 +331,7 @@ class GePPOConfig(PPOConfig):
                 gradient steps (10 updates with the defaults), so short runs never compile;
                 that update waits for the compile. With 2+ learners it stays eager.
                 For the paper's 64x64 networks the compiled step measured 2x to 3x faster than
-                eager on CPU (compiling took 3 to 15 s on 2 cores) and 3.1x on an H100
+                eager on CPU (compiling took 2.6 to 11.7 s on 2 cores) and 3.1x on an H100
                 (docs/speed.md). Where compiling fails the learner runs eagerly and logs one
                 warning. New API stack only.
             stagger_starts: cut the first episode of training env g of G (all EnvRunners'

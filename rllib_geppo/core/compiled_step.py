@@ -41,7 +41,7 @@ def resolve_compile(setting: bool | str, *, distributed: bool) -> int | None:
     True compiles from the first step and False never. ``"auto"`` compiles a single learner
     after :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled
     step measured 2x to 3x faster than eager on CPU (``benchmarks/learner_step.py``, 2 cores;
-    compiling took 3 to 15 s, repaid within about 10 to 60 updates) and 3.1x on an H100, where
+    compiling took 2.6 to 11.7 s, repaid within 15 to 68 updates) and 3.1x on an H100, where
     an eager step is bound by kernel-launch latency. With 2+ learners the step is always
     eager: their gradients are averaged between the backward pass and the clip, which the
     compiled function holds together.
