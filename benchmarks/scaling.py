@@ -8,10 +8,13 @@ Prints three tables (Hopper-v5, the paper's settings otherwise):
 1. Learner seconds per 1,000 env steps on a full store (4 batches of n = 1024): a local learner
    on the CPU (one thread) and, if a GPU exists, on the GPU.
 2. For each EnvRunner count N: env steps/s sampling only (the EnvRunners alone), and while
-   training, with synchronous and with overlapped sampling. Each EnvRunner samples
-   ``--steps-per-runner`` steps per iteration (the scale rule, ``train_batch_size_per_env_runner``:
-   n = N x that), so every runner has the same work at every N; the parallel efficiency is
-   rate(N) / (N x rate(1)).
+   training as users train: overlapped sampling (the default; ``--sync`` for the synchronous
+   loop) and the compiled learner step, which ``compile_learner="auto"`` reaches after its first
+   10 updates; here it compiles during the warm-up, which fills the store and is not timed.
+   Each EnvRunner samples ``--steps-per-runner`` steps per iteration (the scale rule,
+   ``train_batch_size_per_env_runner``: n = N x that), so every runner has the same work at
+   every N; the parallel efficiency is rate(N) / (N x rate(1)). One algorithm per row, so that
+   rows of 1 to 15 EnvRunners fit one 10-minute call.
 3. Where an iteration's time goes while training: sampling, learner update and weight sync
    (median seconds per iteration), to see what a flat curve waits on.
 
@@ -35,12 +38,13 @@ logger = logging.getLogger("benchmarks.scaling")
 
 
 def config(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
-           overlap: bool = False) -> GePPOConfig:
+           overlap: bool, compile_learner: bool | str) -> GePPOConfig:
     learners = {"num_learners": 1, "num_gpus_per_learner": 1} if gpu else {"num_learners": 0}
     return (GePPOConfig().environment(env)
             .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs_per_runner)
             .learners(**learners)
-            .training(train_batch_size_per_env_runner=steps_per_runner, overlap_sampling=overlap))
+            .training(train_batch_size_per_env_runner=steps_per_runner, overlap_sampling=overlap,
+                      compile_learner=compile_learner))
 
 
 def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int) -> float:
@@ -99,34 +103,31 @@ def rate_of(step, seconds: float) -> float:
 
 
 def scaling_row(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
-                seconds: float) -> dict:
-    row: dict[str, float] = {}
-    for overlap in (False, True):
-        algo = config(env, runners, steps_per_runner, envs_per_runner, gpu=gpu, overlap=overlap).build_algo()
-        if not overlap:
-            def sample() -> int:
-                episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group,
-                                                       max_env_steps=runners * steps_per_runner,
-                                                       _uses_new_env_runners=True)
-                return sum(len(e) for e in episodes)
+                seconds: float, overlap: bool, compile_learner: bool | str) -> dict:
+    algo = config(env, runners, steps_per_runner, envs_per_runner, gpu=gpu, overlap=overlap,
+                  compile_learner=compile_learner).build_algo()
 
-            row["sampling only"] = rate_of(sample, seconds)
-        for _ in range(3):  # fill the store first
-            last = algo.train()
-        spent = instrument(algo)
-        iteration_seconds: list[float] = []
+    def sample() -> int:
+        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group,
+                                               max_env_steps=runners * steps_per_runner,
+                                               _uses_new_env_runners=True)
+        return sum(len(e) for e in episodes)
 
-        def train() -> int:
-            nonlocal last
-            before, start, last = last["num_env_steps_sampled_lifetime"], time.perf_counter(), algo.train()
-            iteration_seconds.append(time.perf_counter() - start)
-            return last["num_env_steps_sampled_lifetime"] - before
+    row: dict = {"sampling only": rate_of(sample, seconds)}
+    for _ in range(4):  # the warm-up: fills the store and compiles the learner's step
+        last = algo.train()
+    spent = instrument(algo)
+    iteration_seconds: list[float] = []
 
-        key = "training, overlapped" if overlap else "training, sync"
-        row[key] = rate_of(train, seconds)
-        row[key + " seconds"] = tuple(median(spent[k]) for k in ("sample", "update", "sync")) + (
-            median(iteration_seconds),)
-        algo.stop()
+    def train() -> int:
+        nonlocal last
+        before, start, last = last["num_env_steps_sampled_lifetime"], time.perf_counter(), algo.train()
+        iteration_seconds.append(time.perf_counter() - start)
+        return last["num_env_steps_sampled_lifetime"] - before
+
+    row["training"] = rate_of(train, seconds)
+    row["seconds"] = tuple(median(spent[k]) for k in ("sample", "update", "sync")) + (median(iteration_seconds),)
+    algo.stop()
     logger.info("%d runners: %s", runners, row)
     return row
 
@@ -139,6 +140,10 @@ def main() -> None:
     parser.add_argument("--envs-per-runner", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=15.0, help="measuring time per figure")
     parser.add_argument("--learner-iterations", type=int, default=5)
+    parser.add_argument("--sync", action="store_true", help="train with synchronous sampling")
+    parser.add_argument("--compile-learner", default="true", choices=("true", "false"),
+                        help="the training rows' learner step: compiled (what \"auto\" runs after its "
+                        "first 10 updates; default) or eager")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     gpu = torch.cuda.is_available()
@@ -155,24 +160,27 @@ def main() -> None:
         on_gpu = learner_seconds_per_1k(args.env, gpu=True, iterations=args.learner_iterations)
         print(f"  GPU:            {on_gpu:.3f}  (CPU/GPU {cpu / on_gpu:.2f})")
 
+    compile_learner = args.compile_learner == "true"
     rows = {n: scaling_row(args.env, n, args.steps_per_runner, args.envs_per_runner, gpu=gpu,
-                           seconds=args.seconds) for n in args.runners}
-    columns = ("sampling only", "training, sync", "training, overlapped")
+                           seconds=args.seconds, overlap=not args.sync, compile_learner=compile_learner)
+            for n in args.runners}
     base = rows[args.runners[0]]
     print(f"\nEnv steps/s ({args.steps_per_runner} steps and {args.envs_per_runner} env(s) per EnvRunner "
-          "per iteration; "
-          f"learner: {'1 remote GPU learner' if gpu else 'local CPU learner'}); "
-          f"parallel efficiency vs {args.runners[0]} runner(s) in brackets:")
-    print(f"{'runners':>8}" + "".join(f"{c:>28}" for c in columns))
+          f"per iteration; {'synchronous' if args.sync else 'overlapped'} sampling; learner: "
+          f"{'1 remote GPU learner' if gpu else 'local CPU learner'}, "
+          f"{'compiled' if compile_learner else 'eager'}); parallel efficiency vs {args.runners[0]} "
+          "runner(s) in brackets; training as a fraction of sampling only:")
+    print(f"{'runners':>8}{'sampling only':>24}{'training':>24}{'training / sampling':>22}")
     for n, row in rows.items():
-        cells = [f"{row[c]:>12,.0f} ({row[c] / (n / args.runners[0] * base[c]):4.2f})" for c in columns]
-        print(f"{n:>8}" + "".join(f"{cell:>28}" for cell in cells))
+        cells = [f"{row[c]:>12,.0f} ({row[c] / (n / args.runners[0] * base[c]):4.2f})"
+                 for c in ("sampling only", "training")]
+        print(f"{n:>8}" + "".join(f"{cell:>24}" for cell in cells)
+              + f"{row['training'] / row['sampling only']:>22.2f}")
     print("\nSeconds per training iteration (medians): sampling / learner update / weight sync / "
           "whole iteration")
     for n, row in rows.items():
-        for mode in ("training, sync", "training, overlapped"):
-            sample, learn, sync, total = row[mode + " seconds"]
-            print(f"{n:>8} {mode:>22}: {sample:6.3f} / {learn:6.3f} / {sync:6.3f} / {total:6.3f}")
+        sample, learn, sync, total = row["seconds"]
+        print(f"{n:>8}: {sample:6.3f} / {learn:6.3f} / {sync:6.3f} / {total:6.3f}")
     ray.shutdown()
 
 
