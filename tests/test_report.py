@@ -179,6 +179,18 @@ def test_early_stopped_and_crashed_trials_are_flagged_and_left_out(results: Path
     assert "stopped early" in caplog.text and "crashed" in caplog.text
 
 
+def test_a_trial_that_ran_on_without_ending_an_episode_is_told_apart_from_one_that_stopped(
+        results: Path, tmp_path: Path):
+    """An env without a time limit ends no episode once its policy balances: the trial reaches
+    the budget, its return curve does not."""
+    unending = linear(0.2, 100, GEPPO_STEPS)
+    unending[6:] = [float("nan")] * 4
+    write_trial(results / "exp", "GePPO", "Hopper-v5", 7, GEPPO, GEPPO_STEPS, unending, 500)
+    assert run_cli(results, "--out", tmp_path / "out", "--budget", "1e4") == 0
+    assert ("seed 7: no return after 6,000 env steps (budget 10,000): the trial ran to 10,000 but "
+            "finished no episode; give the env a time limit") in (tmp_path / "out" / "table.md").read_text()
+
+
 def test_tune_error_status_marks_a_trial_crashed(results: Path, tmp_path: Path):
     exp = results / "exp"
     failed = write_trial(exp, "GePPO", "Hopper-v5", 6, GEPPO, GEPPO_STEPS,

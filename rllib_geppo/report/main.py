@@ -354,9 +354,18 @@ def split_by_budget(trials: Sequence[Trial],
     if budget is None:
         budget = stats.common_budget(list(ends.values()))
     kept = [t for t in trials if ends[t.path][0] >= budget]
-    flags = [Flag(t, f"stopped early at {ends[t.path][0]:,.0f} env steps (budget {budget:,.0f})")
+    flags = [Flag(t, _short_of_budget(t.run, ends[t.path][0], budget))
              for t in trials if ends[t.path][0] < budget]
     return budget, kept, flags
+
+
+def _short_of_budget(run: Run, curve_end: float, budget: float) -> str:
+    """Why a trial's return curve ends before the budget: the trial stopped, or it ran on
+    without finishing an episode (an env without a time limit, once its policy balances)."""
+    if run.steps[-1] >= budget:
+        return (f"no return after {curve_end:,.0f} env steps (budget {budget:,.0f}): the trial ran "
+                f"to {run.steps[-1]:,.0f} but finished no episode; give the env a time limit")
+    return f"stopped early at {curve_end:,.0f} env steps (budget {budget:,.0f})"
 
 
 def _variant_key(variant: str) -> tuple[int, str]:
