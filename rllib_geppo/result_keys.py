@@ -17,8 +17,6 @@ ITERATION_KEY = "training_iteration"
 TIME_KEY = "time_total_s"  # training time: sum of time_this_iter_s, without Tune's set-up
 TV_KEY = "learners/default_policy/tv"
 TV_TARGET_KEY = "learners/default_policy/tv_target"
-#: Age of the youngest stored batch at the update: 1 when sampling overlapped with learning.
-SAMPLE_LAG_KEY = "learners/default_policy/sample_lag"
 #: Where GePPO's old-API-stack runs report the same learner metrics.
 OLD_STACK_PREFIX = "info/learner/default_policy/learner_stats/"
 

@@ -260,14 +260,16 @@ def test_variant_names(algorithm: str, params: dict, variant: str):
 def test_a_trial_whose_updates_lagged_is_overlapped_geppo(tmp_path: Path):
     """Whether sampling overlapped is read from the run (``sample_lag``), not from params, where
     ``overlap_sampling="auto"`` would not say."""
-    for seed, lag in ((0, 0), (1, 1)):
+    for seed, lag, module in ((0, 0, "default_policy"), (1, 1, "default_policy"), (2, 1, "p1")):
         trial = write_trial(tmp_path, "GePPO", "Hopper-v5", seed, GEPPO, GEPPO_STEPS,
                             linear(0.1, 0, GEPPO_STEPS), 500)
         lines = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
         for i, line in enumerate(lines):  # the first update of an overlapped run is synchronous
-            line.setdefault("learners", {})["default_policy"] = {"sample_lag": lag if i else 0}
+            line.setdefault("learners", {})[module] = {"sample_lag": lag if i else 0}
         (trial / "result.json").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    assert {t.seed: t.variant for t in report.load_trials([tmp_path])} == {0: "GePPO", 1: "GePPO overlapped"}
+    # Seed 2: a multi-agent run, whose modules each report their own lag.
+    assert {t.seed: t.variant for t in report.load_trials([tmp_path])} == {
+        0: "GePPO", 1: "GePPO overlapped", 2: "GePPO overlapped"}
 
 
 def _experiment_trials(root: Path, offsets: dict[str, tuple[int, ...]]) -> None:

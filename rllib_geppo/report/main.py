@@ -42,7 +42,6 @@ from rllib_geppo.result_keys import (
     EVALUATION_RETURN_KEY,
     OLD_STACK_PREFIX,
     RETURN_KEY,
-    SAMPLE_LAG_KEY,
     STEPS_KEY,
     TIME_KEY,
     TV_KEY,
@@ -227,6 +226,17 @@ def _optional_series(results: Sequence[Mapping[str, Any]], *keys: str) -> Array 
     return None
 
 
+def _updates_lagged(results: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any trained module's update ran with a sampling lag (overlapped sampling): each
+    module reports its own ``learners/<module id>/sample_lag``."""
+    for result in results:
+        for module in (result.get("learners") or {}).values():
+            lag = module.get("sample_lag") if isinstance(module, Mapping) else None
+            if isinstance(lag, (int, float)) and math.isfinite(lag) and lag > 0:
+                return True
+    return False
+
+
 def _problem(trial_dir: Path, status: str | None, params: Mapping[str, Any],
              results: Sequence[Mapping[str, Any]], returns: Array, return_key: str) -> str | None:
     """Why the trial cannot be averaged in whatever the budget, or None.
@@ -277,13 +287,12 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     if return_key.startswith(EVALUATION_PREFIX):
         returns = _fresh(returns)
     run = Run(_series(results, STEPS_KEY), returns, _series(results, TIME_KEY))
-    lag = _optional_series(results, SAMPLE_LAG_KEY)
     # params.json holds only the settings a run file set; the results carry the whole config.
     logged = results[0].get("config") if results else None
     config = {**logged, **params} if isinstance(logged, dict) else params
     variant = (name_parts[0] if group_by == "experiment"
                else variant_name(record.get("trainable_name") or _algorithm(config) or name_parts[0],
-                                 config, overlapped=lag is not None and bool(np.nanmax(lag) > 0)))
+                                 config, overlapped=_updates_lagged(results)))
     return Trial(
         path=trial_dir,
         env=str(params.get("env") or name_parts[1]),
