@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, help="env steps per trial for every task (a smoke test)")
     args = parser.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never a cluster found by chance
     register_envs()
     for seed in args.seeds:  # a seed of every task and algorithm before the next seed
         for task in args.tasks:
