@@ -99,7 +99,9 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
     for noise in ("on the new API stack!", "RLModuleConfig object", "constructor arguments in the object store",
                   "Install gputil", "Token authentication"):
         assert noise not in console, noise
-    assert "the simulator lost its mesh at step 300" in console  # a real error reaches the user
+    # A real error reaches the user: the failed trial's summary line ends with its message.
+    (summary,) = [line for line in console.splitlines() if line.startswith("  broken_") and ": ERROR" in line]
+    assert "error.txt" in summary and "the simulator lost its mesh at step 300" in summary, summary
     assert f"Results: {tmp_path / 'r' / 'run'}" in console
     assert "Progress: env steps" in console
     # Tune's tables name the trials' folders under the storage path, not Tune's staging folder in

@@ -190,8 +190,25 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
     ]
     if trial.run_metadata.error_filename:
         # Where Tune copied it with the trial's results (error_file is Ray's session folder).
-        parts.append(f"error {Path(trial.path, trial.run_metadata.error_filename)}")
+        error_file = Path(trial.path, trial.run_metadata.error_filename)
+        parts.append(f"error {error_file}")
+        message = error_message(error_file, getattr(trial, "error_file", None))
+        if message:
+            parts.append(message)
     return ", ".join(parts)
+
+
+def error_message(*error_files: str | Path | None, limit: int = 300) -> str | None:
+    """The last line of the first readable error file (the exception and its message, below
+    the traceback), cut to ``limit`` characters; None where no file can be read."""
+    for path in error_files:
+        try:
+            lines = [line.strip() for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
+        except (OSError, TypeError):
+            continue
+        if lines:
+            return lines[-1][:limit]
+    return None
 
 
 # --------------------------------------------------------------------------------------------
