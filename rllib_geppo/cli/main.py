@@ -180,7 +180,7 @@ def trial_status(trial: Any) -> str:
 
 def trial_summary(trial: Any, best: float | None = None) -> str:
     """One line: trial, status, best mean return (``best``, from :class:`BestReturns`), env
-    steps, last checkpoint (or error file)."""
+    steps, last checkpoint (or the error's message and file)."""
     steps = (trial.last_result or {}).get(STEPS_KEY)
     parts = [
         f"{trial}: {trial_status(trial)}",
@@ -191,10 +191,10 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
     if trial.run_metadata.error_filename:
         # Where Tune copied it with the trial's results (error_file is Ray's session folder).
         error_file = Path(trial.path, trial.run_metadata.error_filename)
-        parts.append(f"error {error_file}")
         message = error_message(error_file, getattr(trial, "error_file", None))
         if message:
             parts.append(message)
+        parts.append(f"error {error_file}")  # last, whole: the path is what scripts read
     return ", ".join(parts)
 
 
