@@ -201,10 +201,10 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
 def error_message(*error_files: str | Path | None, limit: int = 300) -> str | None:
     """The last line of the first readable error file (the exception and its message, below
     the traceback), cut to ``limit`` characters; None where no file can be read."""
-    for path in error_files:
+    for path in filter(None, error_files):
         try:
             lines = [line.strip() for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
-        except (OSError, TypeError):
+        except OSError:
             continue
         if lines:
             return lines[-1][:limit]
