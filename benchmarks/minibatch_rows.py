@@ -81,8 +81,8 @@ def main() -> None:
     env = gym.make(args.env)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     modes = [("cpu", "eager"), ("cpu", "compiled")]
-    if torch.cuda.is_available():
-        modes += [("cuda", "eager"), ("cuda", "compiled"), ("cuda", "cuda-graph")]
+    if torch.cuda.is_available():  # first, so that a run cut short still has them
+        modes = [("cuda", "eager"), ("cuda", "compiled"), ("cuda", "cuda-graph")] + modes
     print(f"ms per minibatch step, {args.env}, 64x64 networks; rows per minibatch")
     print("| mode | " + " | ".join(str(r) for r in args.rows) + " |")
     print("| --- |" + " --- |" * len(args.rows))

@@ -139,7 +139,8 @@ def main() -> None:
     parser.add_argument("--steps-per-runner", type=int, default=512)
     parser.add_argument("--envs-per-runner", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=15.0, help="measuring time per figure")
-    parser.add_argument("--learner-iterations", type=int, default=5)
+    parser.add_argument("--learner-iterations", type=int, default=5,
+                        help="timed updates of table 1 (0 skips the table)")
     parser.add_argument("--sync", action="store_true", help="train with synchronous sampling")
     parser.add_argument("--compile-learner", default="true", choices=("true", "false"),
                         help="the training rows' learner step: compiled (what \"auto\" runs after its "
@@ -153,12 +154,13 @@ def main() -> None:
     device = torch.cuda.get_device_name() if gpu else "no GPU"
     print(f"{args.env}, {os.cpu_count()} CPU cores, {device}, torch {torch.__version__}, ray {ray.__version__}")
 
-    print("\nLearner seconds per 1,000 env steps (full store of 4 x 1024, 10 epochs x 32 minibatches):")
-    cpu = learner_seconds_per_1k(args.env, gpu=False, iterations=args.learner_iterations)
-    print(f"  CPU (1 thread): {cpu:.3f}")
-    if gpu:
-        on_gpu = learner_seconds_per_1k(args.env, gpu=True, iterations=args.learner_iterations)
-        print(f"  GPU:            {on_gpu:.3f}  (CPU/GPU {cpu / on_gpu:.2f})")
+    if args.learner_iterations:
+        print("\nLearner seconds per 1,000 env steps (full store of 4 x 1024, 10 epochs x 32 minibatches):")
+        cpu = learner_seconds_per_1k(args.env, gpu=False, iterations=args.learner_iterations)
+        print(f"  CPU (1 thread): {cpu:.3f}")
+        if gpu:
+            on_gpu = learner_seconds_per_1k(args.env, gpu=True, iterations=args.learner_iterations)
+            print(f"  GPU:            {on_gpu:.3f}  (CPU/GPU {cpu / on_gpu:.2f})")
 
     compile_learner = args.compile_learner == "true"
     rows = {n: scaling_row(args.env, n, args.steps_per_runner, args.envs_per_runner, gpu=gpu,
