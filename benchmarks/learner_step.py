@@ -60,7 +60,8 @@ def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: boo
                .learners(num_gpus_per_learner=int(gpu)).build_learner(env=env))
     inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={v: 1.0 for v in range(4)},
                           reward_scale=1.0, obs_mean=np.zeros(layout["obs"].shape[1]),
-                          obs_std=np.ones(layout["obs"].shape[1]), minibatches_per_epoch=MINIBATCHES)
+                          obs_std=np.ones(layout["obs"].shape[1]), minibatches_per_epoch=MINIBATCHES,
+                          shuffle_seed=0)
     data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
 
     def measure() -> float:

@@ -48,7 +48,8 @@ def learner(env: gym.Env, device: str, mode: str):
         step = learner.gradient_step(DEFAULT_MODULE_ID)
         named = learner._named_groups(DEFAULT_MODULE_ID)
         compiled = torch.compile(functools.partial(learner._functional_gradients, DEFAULT_MODULE_ID, named),
-                                 mode="reduce-overhead", dynamic=False)
+                                 mode="reduce-overhead", dynamic=False,
+                                 fullgraph=True)
         learner._gradient_steps[DEFAULT_MODULE_ID] = CompiledStep(
             lambda *args: compiled(*args), step._eager, compile_after=0, name="gradient step (CUDA graph)")
     return learner

@@ -203,8 +203,6 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         if params is None:
             dist_inputs, values = forward_train(module, minibatch[C.OBS])
         else:  # the same, with the parameters given: what torch.func differentiates
-            if module_id not in self._train_forwards:
-                self._train_forwards[module_id] = TrainForward(module)
             dist_inputs, values = torch.func.functional_call(
                 self._train_forwards[module_id], {f"module.{name}": p for name, p in params.items()},
                 (minibatch[C.OBS],))
@@ -248,6 +246,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         ``(stats, finite, policy_grads, value_grads)``."""
         step = self._gradient_steps.get(module_id)
         if step is None:
+            # Built here, outside the compiled function: a module created while torch.compile
+            # traces breaks the graph, and the step would run mostly eagerly.
+            self._train_forwards[module_id] = TrainForward(self.module[module_id].unwrapped())
             step = self._gradient_steps[module_id] = CompiledStep(
                 functools.partial(self._functional_gradients, module_id, self._named_groups(module_id)),
                 functools.partial(self._backward_gradients, module_id),

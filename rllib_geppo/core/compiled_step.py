@@ -78,9 +78,10 @@ class CompiledStep:
         compile_after: how many calls run ``eager`` before the first compiled one; None: all.
         name: what the log messages call the step.
 
-    If compiling fails (no C compiler, an operation inductor cannot trace, ...), at the first
-    compiled call or at a later recompile, the step runs eagerly from then on and one warning
-    says why. Attributes: ``compiled`` (whether the next call goes through the compiled
+    ``fn`` compiles as one graph (``fullgraph=True``). If compiling fails (no C compiler, an
+    operation dynamo cannot trace, which would otherwise split the step into graphs with eager
+    code between them, ...), at the first compiled call or at a later recompile, the step runs
+    eagerly from then on and one warning says why. Attributes: ``compiled`` (whether the next call goes through the compiled
     function), ``compile_seconds`` (wall time of the first compiled call, compilation included;
     None before it) and ``graphs_compiled`` (how many graphs inductor compiled; 1 unless
     something recompiled).
@@ -89,7 +90,8 @@ class CompiledStep:
     def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step"):
         self._fn, self._eager, self._name = fn, eager, name
         self._eager_calls_left = compile_after
-        self._compiled_fn = None if compile_after is None else torch.compile(fn, backend=self._backend, dynamic=True)
+        self._compiled_fn = None if compile_after is None else torch.compile(
+            fn, backend=self._backend, dynamic=True, fullgraph=True)
         self.compile_seconds: float | None = None
         self.graphs_compiled = 0
 
