@@ -10,8 +10,8 @@ pass, a global-norm clip of 0.5 on the policy, and Adam, on one CPU thread:
 
 - **GePPO learner**: ``GePPOTorchLearner.run_epochs`` (what every update runs: per-epoch shuffle,
   sliced minibatches, the non-finite guard, metrics once per update);
-- **GePPO learner, compiled**: the same with ``compile_learner=True`` (forward, loss and backward
-  compiled by inductor; clip and fused Adam eager); the time its first update took to compile
+- **GePPO learner, compiled**: the same with ``compile_learner=True`` (forward, loss, backward,
+  clip and finite check compiled by inductor as one graph; only the fused Adam step eager); the time its first update took to compile
   is printed, with the number of updates it takes to repay it at the measured saving;
 - **eager, fused Adam**: the same step written plainly in torch with the fused Adam the learner
   uses: the floor;

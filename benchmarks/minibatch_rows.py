@@ -25,7 +25,6 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.compiled_step import CompiledStep
 
 
 def minibatch(rows: int, obs_dim: int, act_dim: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -45,13 +44,17 @@ def learner(env: gym.Env, device: str, mode: str):
     learner = (GePPOConfig().environment(env.spec.id).learners(num_gpus_per_learner=gpus)
                .training(compile_learner=mode != "eager").build_learner(env=env))
     if mode == "cuda-graph":
-        step = learner.gradient_step(DEFAULT_MODULE_ID)
-        named = learner._named_groups(DEFAULT_MODULE_ID)
-        compiled = torch.compile(functools.partial(learner._functional_gradients, DEFAULT_MODULE_ID, named),
-                                 mode="reduce-overhead", dynamic=False,
-                                 fullgraph=True)
-        learner._gradient_steps[DEFAULT_MODULE_ID] = CompiledStep(
-            lambda *args: compiled(*args), step._eager, compile_after=0, name="gradient step (CUDA graph)")
+        learner.gradient_step(DEFAULT_MODULE_ID)  # builds what the functional step uses
+        compiled = torch.compile(
+            functools.partial(learner._functional_gradients, DEFAULT_MODULE_ID,
+                              learner._named_groups(DEFAULT_MODULE_ID)),
+            mode="reduce-overhead", dynamic=False, fullgraph=True)
+
+        def cuda_graph_step(*args):  # in place of the CompiledStep, which would compile again
+            with torch.no_grad():
+                return compiled(*args)
+
+        learner._gradient_steps[DEFAULT_MODULE_ID] = cuda_graph_step
     return learner
 
 
@@ -92,7 +95,10 @@ def main() -> None:
         for rows in args.rows:
             try:
                 step_learner = learner(env, device, mode)
-                figures.append(f"{ms_per_step(step_learner, minibatch(rows, obs_dim, act_dim, step_learner.device), args.steps):.2f}")
+                ms = ms_per_step(step_learner, minibatch(rows, obs_dim, act_dim, step_learner.device), args.steps)
+                step = step_learner.gradient_step(DEFAULT_MODULE_ID)
+                fell_back = mode == "compiled" and not step.compiled  # a failed compile runs eagerly
+                figures.append(f"{ms:.2f}" + (" (eager: compile failed)" if fell_back else ""))
             except Exception as error:  # noqa: BLE001 - a mode this machine cannot run
                 figures.append(f"failed ({type(error).__name__})")
         print(f"| {device} {mode} | " + " | ".join(figures) + " |", flush=True)

@@ -29,15 +29,14 @@ import logging
 from pathlib import Path
 
 import ray
-from gymnasium.wrappers import TimeLimit
 from ray import tune
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.env_to_module import FlattenObservations
-from ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.tune.registry import register_env
 
 from rllib_geppo import GePPOConfig
+from rllib_geppo.examples.cartpole_dict import CartPoleDict
 from rllib_geppo.examples.minatar import MinAtar
 
 logger = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ def register_envs() -> None:
     register_env("MinAtar/Breakout-v1", lambda config: MinAtar(config, game="breakout"))
     # The class has no time limit: without one, a policy that balances ends no episode, and no
     # return is reported. CartPole-v1's limit makes its returns those of the other tasks.
-    register_env("CartPoleDict", lambda config: TimeLimit(CartPoleWithDictObservationSpace(config), 500))
+    register_env("CartPoleDict", lambda config: CartPoleDict(config))
 
 
 def config(task: str, algorithm: str) -> PPOConfig:

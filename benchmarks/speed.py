@@ -102,7 +102,7 @@ def measure_sb3(env: str, steps: int) -> dict[str, float] | None:
         from stable_baselines3.common.env_util import make_vec_env
         from stable_baselines3.common.vec_env import VecNormalize
     except ImportError:
-        logger.warning("SB3 PPO skipped: pip install 'rllib-geppo[baselines]' to include it.")
+        logger.warning("SB3 PPO skipped: pip install -e '.[baselines]' (from a checkout) to include it.")
         return None
     vec_env = VecNormalize(make_vec_env(env, n_envs=1, seed=0), gamma=0.995)
     model = PPO("MlpPolicy", vec_env, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.995,

@@ -807,6 +807,10 @@ class GePPO(PPO):
             for key, value in self.store_metrics(module_inputs, module_id).items():
                 self.metrics.log_value((LEARNER_RESULTS, module_id, key), value, window=1)
             learner = self.metrics.peek((LEARNER_RESULTS, module_id))
+            if not learner["num_gradient_steps"]:
+                logger.info("iteration %d: module %r has fewer stored samples than learners; no "
+                            "gradient step this iteration.", self.iteration + 1, module_id)
+                continue
             self.adapt_policy_lr(learner["tv"], module_inputs.clip_eps, module_id=module_id,
                                  complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
 

@@ -17,7 +17,6 @@ number that never recompiles anything.
 from __future__ import annotations
 
 import functools
-import math
 import logging
 from typing import Any
 
@@ -155,7 +154,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         rank, num_learners = self.data_parallel_rank()
         rows = len(data[C.ADVANTAGES])
         if rows < num_learners:  # too few samples to give every learner one: no step anywhere
-            return ({"policy_loss": math.nan, "vf_loss": math.nan, "policy_grad_norm": math.nan,
+            return ({"policy_loss": 0.0, "vf_loss": 0.0, "policy_grad_norm": 0.0,
                      "num_skipped_steps": 0, "num_gradient_steps": 0}, 0)
         steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch, num_learners)
         mine = learner_slice(size, rank, num_learners)

@@ -18,6 +18,8 @@ import pytest
 import ray
 import yaml
 
+from rllib_geppo.checkpoint_manifest import write_manifest
+from rllib_geppo.cli.checkpoints import complete_checkpoints
 from rllib_geppo.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -343,6 +345,20 @@ def test_a_second_run_into_a_folder_in_use_exits_2(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_checkpoint_without_a_manifest_is_cut_short_only_after_the_first_with_one(tmp_path):
+    """GePPO writes a checkpoint's manifest last; checkpoints from before 0.9 have none and stay."""
+    folders = []
+    for index, manifest in enumerate([False, True, False, True, False]):
+        folder = tmp_path / f"checkpoint_{index:06d}"
+        folder.mkdir()
+        (folder / "algorithm_state.pkl").write_bytes(b"state")
+        if manifest:
+            write_manifest(folder, training_iteration=index)
+        folders.append(folder)
+    assert complete_checkpoints(folders) == [folders[0], folders[1], folders[3]]
+    assert complete_checkpoints([folders[0], folders[2]]) == [folders[0], folders[2]]
 
 
 def test_resume_of_a_run_whose_saved_state_is_cut_short_exits_2(tmp_path, capsys):

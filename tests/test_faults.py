@@ -624,7 +624,6 @@ def test_an_env_that_fails_at_every_step_stops_the_run_with_its_error():
                            "broken \\(at step 1\\)"):
             for _ in range(8):
                 algo.train()
-        assert algo.iteration < 8
     finally:
         algo.stop()
 

@@ -188,7 +188,7 @@ def test_a_trial_that_ran_on_without_ending_an_episode_is_told_apart_from_one_th
     write_trial(results / "exp", "GePPO", "Hopper-v5", 7, GEPPO, GEPPO_STEPS, unending, 500)
     assert run_cli(results, "--out", tmp_path / "out", "--budget", "1e4") == 0
     assert ("seed 7: no return after 6,000 env steps (budget 10,000): the trial ran to 10,000 but "
-            "finished no episode; give the env a time limit") in (tmp_path / "out" / "table.md").read_text()
+            "finished no episode (give the env a time limit)") in (tmp_path / "out" / "table.md").read_text()
 
 
 def test_tune_error_status_marks_a_trial_crashed(results: Path, tmp_path: Path):

@@ -15,11 +15,11 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.models.torch.encoder import TorchCNNEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
-from ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
 
 from geppo_checks import METRICS
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.examples.cartpole_dict import MAX_EPISODE_STEPS, CartPoleDict
 from rllib_geppo.learner import OPTIMIZER
 from rllib_geppo.rl_module import GePPOTorchRLModule
 
@@ -94,12 +94,22 @@ def test_images_go_through_a_cnn_and_are_not_normalised():
         algo.stop()
 
 
+def test_cartpole_dict_truncates_episodes_at_cartpole_v1s_limit():
+    env = CartPoleDict()
+    env.reset(seed=0)
+    for step in range(1, MAX_EPISODE_STEPS + 1):
+        env.state = np.zeros(4)  # the pole held upright: only the limit ends the episode
+        _, _, terminated, truncated, _ = env.step(0)
+        assert not terminated and truncated == (step == MAX_EPISODE_STEPS)
+    env.reset(seed=1)
+    assert not env.step(0)[3]  # reset starts the count again
+
+
 def test_dict_observations_are_flattened_stored_flat_and_normalised():
     # By class path, which RLlib's new-stack EnvRunners do not make themselves.
-    path = "ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space.CartPoleWithDictObservationSpace"
-    algo, _ = train(small(path))
+    algo, _ = train(small("rllib_geppo.examples.cartpole_dict.CartPoleDict"))
     try:
-        assert isinstance(CartPoleWithDictObservationSpace().observation_space, gym.spaces.Dict)
+        assert isinstance(CartPoleDict().observation_space, gym.spaces.Dict)
         assert module(algo).observation_space.shape == (7,)
         state = algo.module_state()
         assert state.store.batches[-1].layout[C.OBS].shape[1:] == (7,)

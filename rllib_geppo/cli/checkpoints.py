@@ -113,11 +113,14 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
 
 
 def complete_checkpoints(checkpoints: list[Path]) -> list[Path]:
-    """``checkpoints`` without those whose copy a crash cut short: in a trial whose checkpoints
-    carry GePPO's manifest, which is written last, a folder without one is incomplete."""
-    if not any(read_manifest(c) is not None for c in checkpoints):
+    """``checkpoints`` (oldest first) without those whose copy a crash cut short: GePPO writes
+    its manifest last, so a folder without one, newer than the trial's first with one, is
+    incomplete. Older folders without one are from before 0.9 (or another algorithm's)."""
+    has_manifest = [read_manifest(c) is not None for c in checkpoints]
+    if not any(has_manifest):
         return checkpoints  # another algorithm's, or GePPO's before 0.9
-    incomplete = [c for c in checkpoints if read_manifest(c) is None]
+    first = has_manifest.index(True)
+    incomplete = [c for i, c in enumerate(checkpoints) if i > first and not has_manifest[i]]
     for checkpoint in incomplete:
         log.warning("checkpoint %s has no manifest: its copy was cut short; it is skipped.", checkpoint)
     return [c for c in checkpoints if c not in incomplete]

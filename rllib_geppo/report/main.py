@@ -370,10 +370,12 @@ def split_by_budget(trials: Sequence[Trial],
 
 def _short_of_budget(run: Run, curve_end: float, budget: float) -> str:
     """Why a trial's return curve ends before the budget: the trial stopped, or it ran on
-    without finishing an episode (an env without a time limit, once its policy balances)."""
+    with no return recorded (an env without a time limit finishes no episode once its policy
+    balances; an evaluation return comes only every ``evaluation_interval`` iterations)."""
     if run.steps[-1] >= budget:
         return (f"no return after {curve_end:,.0f} env steps (budget {budget:,.0f}): the trial ran "
-                f"to {run.steps[-1]:,.0f} but finished no episode; give the env a time limit")
+                f"to {run.steps[-1]:,.0f} but finished no episode (give the env a time limit) or, "
+                "for an evaluation return, was not evaluated (a budget at its last evaluation)")
     return f"stopped early at {curve_end:,.0f} env steps (budget {budget:,.0f})"
 
 
