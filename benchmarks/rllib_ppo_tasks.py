@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 TASKS = {
     "MultiAgentCartPole-independent": (100_000, {"p0", "p1"}),
     "MultiAgentCartPole-shared": (100_000, {"shared"}),
-    "MinAtar/Breakout-v1": (300_000, None),
+    "MinAtar/Breakout-v1": (100_000, None),
     "CartPoleDict": (100_000, None),
 }
 ALGORITHMS = ("GePPO", "PPO")

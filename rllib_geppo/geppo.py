@@ -670,6 +670,7 @@ class GePPO(PPO):
         self._result_keys: list[result_schema.Path] | None = None  # set by the first result
         self._env_runner_errors = LastEnvRunnerError()  # what RLlib logged of a failed sample
         self._failed_samples_in_a_row = 0
+        self._no_env_step_since: float | None = None  # time.monotonic() of the first empty sample
         self._last_env_runner_error: BaseException | None = None
         self._env_runner_restarts: dict[tuple[bool, int], int] = {}
 
@@ -721,14 +722,20 @@ class GePPO(PPO):
         samples in a row failed with no env step (iterations whose EnvRunners were only being
         restarted, sampling nothing and failing nothing, do not break the row): RLlib restarts
         failed EnvRunners for ever, and an env that fails whenever it runs would keep the run
-        going without a sample."""
+        going without a sample. Stop it too once no env step came for
+        ``env_runner_restore_timeout_s`` while no error was reported: EnvRunners that never come
+        back (a restart whose constructor fails) fail their health checks without a log line."""
         failure = self._env_runner_errors.pop()
         self._last_env_runner_error = failure or self._last_env_runner_error
         if steps:
             self._failed_samples_in_a_row = 0
+            self._no_env_step_since = None
             return
-        if failure is None:
-            return  # nothing sampled and nothing failed: EnvRunners still restarting
+        if self._no_env_step_since is None:
+            self._no_env_step_since = time.monotonic()
+        if failure is None:  # nothing sampled and nothing failed: EnvRunners being restored
+            self._check_restore_timeout()
+            return
         self._failed_samples_in_a_row += 1
         if self._failed_samples_in_a_row >= self.config.max_failed_samples_in_a_row:
             error = self._last_env_runner_error
@@ -743,6 +750,17 @@ class GePPO(PPO):
                 f"EnvRunner error: "
                 f"{error if error is not None else 'none reported'}. Fix the environment; "
                 "max_failed_samples_in_a_row sets how many such samples stop the run.") from error
+
+    def _check_restore_timeout(self) -> None:
+        waited = time.monotonic() - self._no_env_step_since
+        if waited > self.config.env_runner_restore_timeout_s:
+            raise EnvRunnerFailedError(
+                f"iteration {self.iteration + 1}: no env step for {waited:.0f} s, and no EnvRunner "
+                "reported an error: the EnvRunners RLlib is restoring do not come back (a restart "
+                "whose environment or constructor fails, or a lost node). The last EnvRunner "
+                f"error: {self._last_env_runner_error or 'none reported'}. The EnvRunners' logs "
+                "hold the cause; .fault_tolerance(env_runner_restore_timeout_s=...) sets how long "
+                "to wait (RLlib's default: 1,800 s).") from self._last_env_runner_error
 
     @override(Algorithm)
     def restore_env_runners(self, env_runner_group) -> list[int]:

@@ -6,6 +6,7 @@ import csv
 import json
 import logging
 import math
+import os
 import pickle
 import re
 import shlex
@@ -38,12 +39,15 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 class Fault(gym.Wrapper):
     """Pendulum with one bad step, counted over the env's life: a NaN reward, a NaN in
     observation index 1, an exception (once per marker file, so a restarted EnvRunner's env
-    does not fail again), a step that never returns ("block"); or, "broken", an exception at
-    every step from then on."""
+    does not fail again), a step that never returns ("block"), the process's death after which
+    the env cannot be made again ("gone"); or, "broken", an exception at every step from then
+    on."""
 
     def __init__(self, config: dict):
         super().__init__(gym.make("Pendulum-v1"))
         self.kind, self.at, self.marker = config["kind"], config["at"], config.get("marker")
+        if self.kind == "gone" and Path(self.marker).exists():
+            raise RuntimeError("the simulator's license is gone")
         self.steps = 0
 
     def step(self, action):
@@ -60,6 +64,9 @@ class Fault(gym.Wrapper):
                 raise RuntimeError("the simulator crashed")
             elif self.kind == "block":
                 time.sleep(3600)
+            elif self.kind == "gone":  # the process dies, and no restart can make the env again
+                Path(self.marker).touch()
+                os._exit(1)
         if self.kind == "broken" and self.steps >= self.at:
             raise RuntimeError("the simulator is broken")
         return obs, reward, terminated, truncated, info
@@ -601,6 +608,25 @@ def test_result_schema_fills_missing_keys_with_nan_and_sorts_them():
     # ("b", "c") clashes with the value of b: left out; "new" is kept, sorted in.
     assert list(result_schema.leaf_paths(later)) == [("a", "y"), ("a", "z"), ("b",), ("config",), ("new",)]
     assert math.isnan(later["a"]["y"]) and later["a"]["z"] == 3 and later["config"] == {"lr": 2}
+
+
+def test_env_runners_that_never_come_back_stop_the_run_after_the_restore_timeout(tmp_path):
+    """The restarted EnvRunner's constructor fails: RLlib's health checks then fail without a
+    log line, so no sample reports an error; the restore timeout stops the run."""
+    algo = (config("gone", at=300).environment(env_config={"kind": "gone", "at": 300,
+                                                            "marker": str(tmp_path / "gone")})
+            .env_runners(num_env_runners=1).training(overlap_sampling=False)
+            .fault_tolerance(delay_between_env_runner_restarts_s=0, env_runner_restore_timeout_s=3)
+            ).build_algo()
+    try:
+        deadline = time.monotonic() + 120  # a bound on the test, not the behaviour under test
+        with pytest.raises(EnvRunnerFailedError, match=r"no env step for \d+ s, and no EnvRunner "
+                           r"reported an error.*env_runner_restore_timeout_s"):
+            while time.monotonic() < deadline:
+                algo.train()
+        assert (tmp_path / "gone").exists()
+    finally:
+        algo.stop()
 
 
 def test_an_env_that_blocks_fails_the_run_instead_of_hanging():
