@@ -600,6 +600,14 @@ def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
         start_ray()
 
 
+def test_result_schema_grows_with_keys_that_appear_late_and_skips_clashes():
+    keys = [("a", "x"), ("b",), ("e", "f")]
+    later = {"a": {"x": 1, "y": 2}, "b": {"c": 3}, "d": 4, "e": 5}
+    # ("b", "c") and ("e",) clash with known keys (a value where the other holds a dict).
+    assert result_schema.grow(keys, later) == [("a", "x"), ("a", "y"), ("b",), ("d",), ("e", "f")]
+    assert result_schema.grow(keys, {"a": {"x": 1}}) == keys
+
+
 def test_result_schema_fills_missing_keys_with_nan_and_sorts_them():
     first = {"b": 1, "a": {"y": 2, "x": {}}, "config": {"lr": 1}}
     keys = result_schema.schema(first, [("a", "z"), ("b", "c")])
