@@ -124,6 +124,14 @@ def test_state_round_trip():
     np.testing.assert_array_equal(restored.update_layout()[C.OBS], store.update_layout()[C.OBS])
 
 
+def test_an_empty_store_round_trips():
+    """A checkpoint before the first sample, or of a module whose agents have not acted yet."""
+    full = SampleStore(capacity=3)
+    full.add(batch(0, steps=2))
+    full.set_state(SampleStore(capacity=3).get_state())
+    assert full.batches == [] and full.num_steps == 0
+
+
 def test_a_store_checkpointed_as_layouts_still_loads():
     store = SampleStore(capacity=3)
     for version in range(3):

@@ -179,3 +179,33 @@ def test_three_env_runners_each_collect_their_share_under_the_scale_rule():
         assert result["learners"][DEFAULT_MODULE_ID]["num_gradient_steps"] == 4
     finally:
         algo.stop()
+
+
+def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
+    """A restored run draws the shuffles the original would have drawn and reseeds restarted
+    EnvRunners past the seeds already used, also when no seed was set."""
+    def unseeded():
+        return config("CartPole-v1", 0).debugging(seed=None).env_runners(num_env_runners=0).build_algo()
+
+    original, restored = unseeded(), unseeded()
+    try:
+        original._env_runner_restarts = {(False, 1): 2}
+        assert restored.shuffle_seed() != original.shuffle_seed()  # two draws of the OS's entropy
+        restored.set_state(original.get_state(components=[COMPONENT_GEPPO]))
+        assert restored.shuffle_seed() == original.shuffle_seed()
+        assert restored._env_runner_restarts == {(False, 1): 2}
+    finally:
+        original.stop()
+        restored.stop()
+
+
+@pytest.mark.parametrize("space,multi_agent,flatten", [
+    ("box", False, []), ("dict", False, None),
+    ("agents", True, ["b"]),  # agent a's Box stays, agent b's Dict is flattened
+])
+def test_only_agents_without_box_observations_are_flattened(space, multi_agent, flatten):
+    import gymnasium as gym
+    from rllib_geppo.geppo import _agents_to_flatten
+    box, dict_ = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,))})
+    spaces = {"box": box, "dict": dict_, "agents": gym.spaces.Dict({"a": box, "b": dict_})}
+    assert _agents_to_flatten(spaces[space], multi_agent) == flatten

@@ -100,6 +100,7 @@ class SampleStore:
     def set_state(self, state: dict[str, Any]) -> None:
         self._batches.clear()
         # Stores checkpointed as layouts hold no episode ids: their chunks are never joined.
-        batches = state.get("batches") or [segments.from_layout(layout) for layout in state["layouts"]]
+        batches = (state["batches"] if "batches" in state
+                   else [segments.from_layout(layout) for layout in state["layouts"]])
         for batch in batches[-self.capacity:]:
             self.add(batch)
