@@ -5,6 +5,7 @@ the clip range changing between updates, minibatch sizes changing, across a chec
 and through the non-finite guard, all on one compiled graph. Compiling costs seconds to tens of
 seconds on 2 cores, so one compiled learner serves every test of the module."""
 
+import functools
 import logging
 
 import gymnasium as gym
@@ -199,6 +200,21 @@ def test_functional_gradients_match_backward_and_compile_after_the_eager_calls()
         losses, grad = step(x)
         torch.testing.assert_close(grad, x + 2 * weight.detach() * x)
     assert step.compiled and step.compile_seconds > 0 and step.graphs_compiled == 1
+
+
+def test_the_steps_of_more_modules_than_dynamos_cache_cap_all_compile():
+    """One function, one step per module (as the learner's, the module id bound in): each
+    step's compile adds a cache entry, and dynamo caps them at recompile_limit."""
+    def step_of(module_id: str, x: torch.Tensor) -> torch.Tensor:
+        return (x * len(module_id)).sin().sum()
+
+    modules = [f"agent_{i}" for i in range(torch._dynamo.config.recompile_limit + 2)]
+    steps = [CompiledStep(functools.partial(step_of, m), functools.partial(step_of, m), compile_after=0)
+             for m in modules]
+    x = torch.randn(4)
+    for module_id, step in zip(modules, steps):
+        torch.testing.assert_close(step(x), step_of(module_id, x))
+    assert all(step.compiled and step.graphs_compiled == 1 for step in steps)
 
 
 def test_auto_compiles_a_single_learner_later_and_bad_values_are_named():

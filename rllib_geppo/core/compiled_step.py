@@ -17,6 +17,7 @@ Pure torch; no Ray.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Callable, Sequence
@@ -29,6 +30,8 @@ Tensor = torch.Tensor
 
 #: Values of the ``compile_learner`` setting.
 COMPILE_SETTINGS = ("auto", True, False)
+#: How many steps of one function (one per trained module) may compile beyond dynamo's cap.
+MAX_STEPS_PER_FUNCTION = 1024
 #: ``compile_learner="auto"`` compiles after this many eagerly run minibatch steps (10 updates
 #: of the default 10 epochs x 32 minibatches): runs shorter than that (tests, smoke runs, the
 #: first iterations of a sweep's trials) never pay for compiling.
@@ -115,7 +118,7 @@ class CompiledStep:
             return self._eager(*args)
         start = time.perf_counter()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._first_compile_uncapped():
                 out = self._compiled_fn(*args)
         except Exception as err:  # noqa: BLE001 - a failed compile or recompile: eager from now on
             self._give_up(err)
@@ -124,6 +127,15 @@ class CompiledStep:
             self.compile_seconds = time.perf_counter() - start
             logger.info("Compiled GePPO's %s with torch.compile in %.1f s.", self._name, self.compile_seconds)
         return out
+
+    def _first_compile_uncapped(self) -> contextlib.AbstractContextManager:
+        """Steps of one function (one per trained module) share its compile cache, which
+        dynamo caps at ``recompile_limit`` (8) entries: each step's first compile may add one
+        beyond the cap, so that a ninth module compiles too."""
+        if self.compile_seconds is not None:
+            return contextlib.nullcontext()
+        limit = torch._dynamo.config.recompile_limit
+        return torch._dynamo.config.patch(recompile_limit=limit + MAX_STEPS_PER_FUNCTION)
 
     def _give_up(self, err: Exception) -> None:
         logger.warning("Could not compile GePPO's %s (%s: %s); it runs eagerly.",
