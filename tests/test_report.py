@@ -142,6 +142,21 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
             "| 1,000 | 1,050 ± 50 | 10 s |") in table
 
 
+def test_steps_and_time_to_a_target_return(results: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out, "--target", "Hopper-v5=1100") == 0
+    rows = read_rows(out)
+    geppo, ppo = rows["Hopper-v5", "GePPO"], rows["Hopper-v5", "PPO"]
+    assert as_float(geppo, "steps_to_target") == pytest.approx(5000)  # mean curve 0.2 x + 100
+    assert as_float(geppo, "time_to_target_s") == pytest.approx(10)  # at 500 env steps/s
+    assert math.isnan(as_float(ppo, "steps_to_target"))  # PPO's curve ends at 1,050
+    table = (out / "table.md").read_text()
+    assert "| Hopper-v5 | GePPO | 1,100 | 0.005 | 10 s |" in table
+    assert "| Hopper-v5 | PPO | 1,100 | not reached | not reached |" in table
+    with pytest.raises(SystemExit):
+        run_cli(results, "--target", "Hopper-v5")
+
+
 def test_trials_csv_holds_each_trials_figures_behind_its_row(results: Path, tmp_path: Path):
     out = tmp_path / "out"
     assert run_cli(results, "--out", out) == 0

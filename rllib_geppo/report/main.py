@@ -421,9 +421,10 @@ def _paper_finals(rows: Sequence[Row]) -> dict[str, float]:
 
 
 def _report_env(report: Report, env: str, trials: Sequence[Trial], budget: float | None,
-                paper: bool = False) -> None:
+                paper: bool = False, target: float | None = None) -> None:
     """Add one environment's rows and panels to ``report``, and its trials stopped early to its
-    flags. ``paper``: mark the paper's final returns on the returns panel."""
+    flags. ``paper``: mark the paper's final returns on the returns panel; ``target``: a return
+    whose first crossing the rows give."""
     env_budget, kept, early = split_by_budget(trials, budget)
     report.flags.extend(early)
     if not kept or stats.grid_start([(t.run.steps, t.run.returns) for t in kept]) > env_budget:
@@ -434,7 +435,7 @@ def _report_env(report: Report, env: str, trials: Sequence[Trial], budget: float
     excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in report.flags)
                 for v in by_variant}
     runs = {v: [t.run for t in ts] for v, ts in by_variant.items()}
-    comparison = stats.compare_variants(env, runs, env_budget, report.baseline, excluded)
+    comparison = stats.compare_variants(env, runs, env_budget, report.baseline, excluded, target)
     rows = comparison.rows
     report.rows.extend(rows)
     report.trial_rows.extend(
@@ -454,8 +455,10 @@ def _report_env(report: Report, env: str, trials: Sequence[Trial], budget: float
 
 
 def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
-                 return_key: str = RETURN_KEY, paper: bool = False) -> Report:
-    """Group, flag, align and compare; ``paper``: add the paper's Table 1 beside our rows.
+                 return_key: str = RETURN_KEY, paper: bool = False,
+                 targets: Mapping[str, float] | None = None) -> Report:
+    """Group, flag, align and compare; ``paper``: add the paper's Table 1 beside our rows;
+    ``targets``: environment -> a return, where each variant's mean curve first reaches it.
 
     Raises ReportError when no environment has a trial left, or when ``paper`` is asked with a
     baseline other than the paper's PPO.
@@ -467,7 +470,7 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
     report = Report(rows=[], trial_rows=[], returns_panels=[], time_panels=[], tv_panels=[],
                     flags=flags, baseline=baseline, return_key=return_key)
     for env, env_trials in _group((t for t in trials if not t.problem), lambda t: t.env).items():
-        _report_env(report, env, env_trials, budget, paper)
+        _report_env(report, env, env_trials, budget, paper, (targets or {}).get(env))
     for flag in flags:
         logger.warning("excluded %s (%s, %s, seed %s): %s", flag.trial.path, flag.trial.env,
                        flag.trial.variant, flag.trial.seed, flag.reason)
@@ -618,11 +621,28 @@ def render_markdown(report: Report) -> str:
                      f"| {format_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
                      f"| {row.env_steps_per_s:,.0f} | {format_return(row.return_at_time, row.return_at_time_se)} "
                      f"| {_fmt_duration(row.time_budget_s)} |")
+    lines += _target_lines([row for row in report.rows if math.isfinite(row.target)])
     if report.flags:
         lines += ["", "## Excluded trials", ""]
         lines += [f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} "
                   f"(`{f.trial.path}`)" for f in report.flags]
     return "\n".join(lines) + "\n"
+
+
+def _target_lines(rows: Sequence[Row]) -> list[str]:
+    """The rows' steps and training time to their environment's target return (``--target``)."""
+    if not rows:
+        return []
+    lines = ["", "## Steps and time to a target return", "",
+             "Where each variant's mean curve first reaches the target.", "",
+             "| env | variant | target return | steps to target (M) | time to target |",
+             "|" + " --- |" * 5]
+    for row in rows:
+        reached = math.isfinite(row.steps_to_target)
+        lines.append(f"| {row.env} | {row.variant} | {row.target:,.0f} "
+                     f"| {f'{row.steps_to_target / 1e6:.3g}' if reached else 'not reached'} "
+                     f"| {_fmt_duration(row.time_to_target_s) if reached else 'not reached'} |")
+    return lines
 
 
 def write_csv(rows: Sequence[Row | PaperRow | TrialRow], row_type: type, path: Path) -> None:
@@ -674,6 +694,18 @@ def _pool(text: str) -> tuple[str, tuple[str, ...]]:
     return label, names
 
 
+def _target(text: str) -> tuple[str, float]:
+    """Parse ``ENV=RETURN``."""
+    env, _, value = text.rpartition("=")
+    try:
+        target = float(value)
+    except ValueError:
+        target = math.nan
+    if not env.strip() or not math.isfinite(target):
+        raise argparse.ArgumentTypeError(f"expected ENV=RETURN (e.g. Hopper-v5=2500), got {text!r}")
+    return env.strip(), target
+
+
 def _env_steps(text: str) -> int:
     """Parse an env-step count such as ``300000`` or ``3e5``."""
     try:
@@ -706,6 +738,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="LABEL=VARIANT,...",
                         help="report these variants as one, labelled LABEL, their trials "
                              "counted together (repeatable); --baseline may name a LABEL")
+    parser.add_argument("--target", type=_target, action="append", default=[],
+                        metavar="ENV=RETURN",
+                        help="a return to reach in ENV (repeatable): table.md adds where each "
+                             "variant's mean curve first reaches it, in env steps and training time")
     parser.add_argument("--paper", action="store_true",
                         help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside "
                              "our GePPO and PPO rows of its six tasks, with the differences in %%; "
@@ -721,7 +757,8 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         trials = pool_variants(load_trials(args.paths, args.return_key, args.group_by),
                                args.pool)
-        report = build_report(trials, args.budget, args.baseline, args.return_key, args.paper)
+        report = build_report(trials, args.budget, args.baseline, args.return_key, args.paper,
+                              dict(args.target))
     except ReportError as err:
         logger.error("%s", err)
         return EXIT_BAD_INPUT

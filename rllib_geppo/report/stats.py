@@ -10,6 +10,7 @@ Pure numpy, no I/O: the report module reads Tune's files and the plots module dr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,9 @@ class Row:
     return_at_time: float  # mean return at time_budget_s of training wall time
     return_at_time_se: float
     time_budget_s: float  # the environment's shortest training time to the budget
+    target: float = math.nan  # a return to reach (``--target``); NaN: none asked
+    steps_to_target: float = math.nan  # env steps where the mean curve first reaches it
+    time_to_target_s: float = math.nan  # training wall time there
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,7 @@ def compare_variants(
     budget: float,
     baseline: str,
     excluded: Mapping[str, int] | None = None,
+    target: float | None = None,
 ) -> Comparison:
     """Table rows for one environment, all variants aligned on one grid.
 
@@ -214,6 +219,7 @@ def compare_variants(
         budget: env steps; "final" is the value there.
         baseline: the variant the others are compared with (paper: "PPO").
         excluded: variant name -> number of flagged trials left out, for the rows.
+        target: a return; the rows then say where each mean curve first reaches it.
 
     Returns:
         Each variant's return band on one grid of env steps and on one of training time (see
@@ -244,6 +250,7 @@ def compare_variants(
         # Training time is reported every iteration (finite), so plain interpolation suffices.
         times = np.mean([np.interp(grid, r.steps, r.time_s) for r in runs[variant]], axis=0)
         cross = first_crossing(grid, bands[variant].mean, base_final[0])
+        to_target = first_crossing(grid, bands[variant].mean, target) if target is not None else nan
         avg_pct, avg_diff_se = vs_baseline(variant, avgs[variant], base_avg)
         final_pct, final_diff_se = vs_baseline(variant, finals[variant], base_final)
         rows.append(Row(
@@ -260,6 +267,9 @@ def compare_variants(
             return_at_time=float(time_bands[variant].mean[-1]) if time_bands else nan,
             return_at_time_se=float(time_bands[variant].se[-1]) if time_bands else nan,
             time_budget_s=seconds,
+            target=target if target is not None else nan,
+            steps_to_target=to_target,
+            time_to_target_s=float(np.interp(to_target, grid, times)) if np.isfinite(to_target) else nan,
         ))
     return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows,
                       trial_avgs=trial_avgs, trial_finals=trial_finals)
