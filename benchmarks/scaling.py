@@ -30,6 +30,7 @@ import time
 
 import ray
 import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 
 from rllib_geppo import GePPOConfig
@@ -126,6 +127,10 @@ def scaling_row(env: str, runners: int, steps_per_runner: int, envs_per_runner: 
         return last["num_env_steps_sampled_lifetime"] - before
 
     row["training"] = rate_of(train, seconds)
+    # Whether the learner's step really ran compiled (a failed compile falls back to eager
+    # with a warning, which a log filter may hide).
+    row["compiled"] = all(result.get() for result in algo.learner_group.foreach_learner(
+        lambda learner: learner.gradient_step(DEFAULT_MODULE_ID).compiled))
     row["seconds"] = tuple(median(spent[k]) for k in ("sample", "update", "sync")) + (median(iteration_seconds),)
     algo.stop()
     logger.info("%d runners: %s", runners, row)
@@ -177,7 +182,8 @@ def main() -> None:
         cells = [f"{row[c]:>12,.0f} ({row[c] / (n / args.runners[0] * base[c]):4.2f})"
                  for c in ("sampling only", "training")]
         print(f"{n:>8}" + "".join(f"{cell:>24}" for cell in cells)
-              + f"{row['training'] / row['sampling only']:>22.2f}")
+              + f"{row['training'] / row['sampling only']:>22.2f}"
+              + ("" if row["compiled"] or not compile_learner else "  (eager: compile failed)"))
     print("\nSeconds per training iteration (medians): sampling / learner update / weight sync / "
           "whole iteration")
     for n, row in rows.items():
