@@ -134,8 +134,9 @@ class CompiledStep:
         beyond the cap, so that a ninth module compiles too."""
         if self.compile_seconds is not None:
             return contextlib.nullcontext()
-        limit = torch._dynamo.config.recompile_limit
-        return torch._dynamo.config.patch(recompile_limit=limit + MAX_STEPS_PER_FUNCTION)
+        config = torch._dynamo.config
+        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its older name
+        return config.patch(**{name: getattr(config, name) + MAX_STEPS_PER_FUNCTION})
 
     def _give_up(self, err: Exception) -> None:
         logger.warning("Could not compile GePPO's %s (%s: %s); it runs eagerly.",
