@@ -7,6 +7,7 @@ and weights, 2 and 3 learners take the same gradient steps as one (to float roun
 its slice of every global minibatch, and then train on their own.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -136,6 +137,21 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
         for weights in others:
             for a, b in zip(first, weights, strict=True):
                 assert torch.equal(a, b)
+
+        # Fewer stored samples than learners (an agent that rarely acts): no learner takes a
+        # step, the losses report zero, not NaN, and the weights stay.
+        store = algo.module_state().store
+        segment = store.batches[-1].segments[0]
+        one_step = dataclasses.replace(segment, obs=segment.obs[:2], actions=segment.actions[:1],
+                                       rewards=segment.rewards[:1], behaviour_logp=segment.behaviour_logp[:1],
+                                       versions=segment.versions[:1], terminated=False, truncated=False)
+        store.set_state({"capacity": store.capacity, "batches": [[one_step]]})
+        results = algo.update_learner_group({DEFAULT_MODULE_ID: algo.update_inputs()})
+        assert [steps_and_rows(r) for r in results] == [(0, 0)] * num_learners
+        assert all(metric(r, key) == 0.0 for r in results for key in ("policy_loss", "vf_loss"))
+        for weights in remote_weights(algo):
+            for mine, before in zip(weights, first, strict=True):
+                assert torch.equal(mine, before)
     finally:
         algo.stop()
 
