@@ -84,10 +84,10 @@ class CompiledStep:
     ``fn`` compiles as one graph (``fullgraph=True``). If compiling fails (no C compiler, an
     operation dynamo cannot trace, which would otherwise split the step into graphs with eager
     code between them, ...), at the first compiled call or at a later recompile, the step runs
-    eagerly from then on and one warning says why. Attributes: ``compiled`` (whether the next call goes through the compiled
-    function), ``compile_seconds`` (wall time of the first compiled call, compilation included;
-    None before it) and ``graphs_compiled`` (how many graphs inductor compiled; 1 unless
-    something recompiled).
+    eagerly from then on and one warning says why. Attributes: ``compiled`` (whether the next
+    call goes through the compiled function), ``compile_seconds`` (wall time of the first
+    compiled call, compilation included; None before it) and ``graphs_compiled`` (how many
+    graphs inductor compiled; 1 unless something recompiled).
     """
 
     def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step"):
@@ -135,7 +135,8 @@ class CompiledStep:
         if self.compile_seconds is not None:
             return contextlib.nullcontext()
         config = torch._dynamo.config
-        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its older name
+        # cache_size_limit: the cap's name in older torch releases.
+        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
         return config.patch(**{name: getattr(config, name) + MAX_STEPS_PER_FUNCTION})
 
     def _give_up(self, err: Exception) -> None:
