@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 site=/tmp/geppo-site
 mkdir -p "$site" && tar -xJf device/site-cp312.tar.xz -C "$site" || exit 1
-export PYTHONPATH="$PWD:$site"  # MUJOCO_GL unset, as here: nothing renders
+export PYTHONPATH="$PWD:$site"  # MUJOCO_GL unset: nothing renders, and EGL may lack its loader
 python3 -c "
 import gymnasium as gym, ray, torch
 import rllib_geppo
