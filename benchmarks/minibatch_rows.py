@@ -47,7 +47,7 @@ def learner(env: gym.Env, device: str, mode: str):
         learner.gradient_step(DEFAULT_MODULE_ID)  # builds what the functional step uses
         compiled = torch.compile(
             functools.partial(learner._functional_gradients, DEFAULT_MODULE_ID,
-                              learner._named_groups(DEFAULT_MODULE_ID)),
+                              learner._named_groups(DEFAULT_MODULE_ID), finish=True),
             mode="reduce-overhead", dynamic=False, fullgraph=True)
 
         def cuda_graph_step(*args):  # in place of the CompiledStep, which would compile again

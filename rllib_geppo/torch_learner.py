@@ -63,11 +63,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
             cpus = self.config.num_cpus_per_learner
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
-        distributed = self.config.num_learners > 1
-        self._compile_after = resolve_compile(self.config.compile_learner, distributed=distributed)
-        if self.config.compile_learner is True and distributed:
-            logger.warning("compile_learner=True: with %d learners GePPO's gradient step runs "
-                           "eagerly; it compiles for a single learner only.", self.config.num_learners)
+        self._compile_after = resolve_compile(self.config.compile_learner)
         self._gradient_steps: dict[ModuleID, CompiledStep] = {}
         self._train_forwards: dict[ModuleID, TrainForward] = {}
 
@@ -230,7 +226,10 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         state stayed as they were. The clipped gradients are left in ``.grad``.
         """
         clip_eps = torch.as_tensor(clip_eps, dtype=torch.float32, device=self.device)  # no recompiles
-        stats, finite, policy_grads, value_grads = self.gradient_step(module_id)(minibatch, clip_eps)
+        out = self.gradient_step(module_id)(minibatch, clip_eps)
+        if self.distributed:  # the learners' mean losses and gradients, then the clip and check
+            out = self._clip_and_check(*self._mean_over_learners(*out))
+        stats, finite, policy_grads, value_grads = out
         optimizer = self.get_optimizer(module_id, OPTIMIZER)
         policy_group, value_group = optimizer.param_groups
         for p, grad in zip([*policy_group["params"], *value_group["params"]], [*policy_grads, *value_grads]):
@@ -242,15 +241,19 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         """The losses, gradients, clip and finite check of a minibatch step for ``module_id``:
         compiled as ``compile_learner`` says (once per module and learner process), else eager.
         Called with ``(minibatch, clip_eps)``; returns :func:`~rllib_geppo.core.gradients.clip_and_check`'s
-        ``(stats, finite, policy_grads, value_grads)``."""
+        ``(stats, finite, policy_grads, value_grads)``. With several learners it stops before
+        the clip and returns ``(losses, policy_grads, value_grads)``: the learners average
+        those first (:meth:`minibatch_step`)."""
         step = self._gradient_steps.get(module_id)
         if step is None:
             # Built here, outside the compiled function: a module created while torch.compile
             # traces breaks the graph, and the step would run mostly eagerly.
             self._train_forwards[module_id] = TrainForward(self.module[module_id].unwrapped())
+            finish = not self.distributed
             step = self._gradient_steps[module_id] = CompiledStep(
-                functools.partial(self._functional_gradients, module_id, self._named_groups(module_id)),
-                functools.partial(self._backward_gradients, module_id),
+                functools.partial(self._functional_gradients, module_id, self._named_groups(module_id),
+                                  finish=finish),
+                functools.partial(self._backward_gradients, module_id, finish=finish),
                 compile_after=self._compile_after, name="gradient step")
         return step
 
@@ -263,27 +266,31 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                          for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
 
     def _functional_gradients(self, module_id: ModuleID, named: tuple, minibatch: dict[str, Tensor],
-                              clip_eps: Tensor) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
-        # The compiled step: gradients by torch.func, then the clip and check, in one graph.
+                              clip_eps: Tensor, *, finish: bool) -> tuple:
+        # The compiled step: gradients by torch.func, then (finish) the clip and check, in one graph.
         params, policy_names, value_names = named
         losses, grads = losses_and_gradients(
             lambda p, mb, eps: self.minibatch_losses(module_id, mb, eps, params=p), params, minibatch, clip_eps)
-        return self._clip_and_check(losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
+        out = (losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
+        return self._clip_and_check(*out) if finish else out
 
     def _backward_gradients(self, module_id: ModuleID, minibatch: dict[str, Tensor],
-                            clip_eps: Tensor) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
-        # The eager step: loss.backward(); with several learners, their mean losses and gradients.
+                            clip_eps: Tensor, *, finish: bool) -> tuple:
+        # The eager step: loss.backward(), then (finish) the clip and check.
         policy_group, value_group = self.get_optimizer(module_id, OPTIMIZER).param_groups
         for p in [*policy_group["params"], *value_group["params"]]:
             p.grad = None
         losses = self.minibatch_losses(module_id, minibatch, clip_eps)
         sum(losses).backward()
-        policy_grads, value_grads = _grads(policy_group["params"]), _grads(value_group["params"])
-        if self.distributed:
-            averaged = mean_over_learners([*losses, *policy_grads, *value_grads])
-            n, p = len(losses), len(policy_grads)
-            losses, policy_grads, value_grads = averaged[:n], averaged[n:n + p], averaged[n + p:]
-        return self._clip_and_check(losses, policy_grads, value_grads)
+        out = (losses, _grads(policy_group["params"]), _grads(value_group["params"]))
+        return self._clip_and_check(*out) if finish else out
+
+    @staticmethod
+    def _mean_over_learners(losses, policy_grads, value_grads) -> tuple[list, list, list]:
+        """The learners' mean losses and gradients, in one all-reduce."""
+        averaged = mean_over_learners([*losses, *policy_grads, *value_grads])
+        n, p = len(losses), len(policy_grads)
+        return averaged[:n], averaged[n:n + p], averaged[n + p:]
 
     def _clip_and_check(self, losses, policy_grads, value_grads):
         return clip_and_check(losses, policy_grads, value_grads, grad_clip=self.config.grad_clip,

@@ -217,12 +217,10 @@ def test_the_steps_of_more_modules_than_dynamos_cache_cap_all_compile():
     assert all(step.compiled and step.graphs_compiled == 1 for step in steps)
 
 
-def test_auto_compiles_a_single_learner_later_and_bad_values_are_named():
-    assert resolve_compile("auto", distributed=False) == AUTO_COMPILE_AFTER_STEPS
-    assert resolve_compile("auto", distributed=True) is None  # DDP: the eager step's hooks
-    assert resolve_compile(True, distributed=False) == 0
-    assert resolve_compile(True, distributed=True) is None
-    assert resolve_compile(False, distributed=False) is None
+def test_auto_compiles_later_and_bad_values_are_named():
+    assert resolve_compile("auto") == AUTO_COMPILE_AFTER_STEPS
+    assert resolve_compile(True) == 0
+    assert resolve_compile(False) is None
     with pytest.raises(ValueError, match="compile_learner"):
         GePPOConfig().environment("Pendulum-v1").training(compile_learner="yes").validate()
     with pytest.raises(ValueError, match="compile_learner"):

@@ -197,6 +197,29 @@ def test_three_env_runners_each_collect_their_share_under_the_scale_rule():
         algo.stop()
 
 
+def test_compiled_learners_take_one_eager_learners_steps(one_learner, num_learners):
+    """With several learners the compiled step ends before the clip (the learners average their
+    gradients in between): the same weights as one eager learner, to float rounding."""
+    if one_learner.config.env != "CartPole-v1":
+        pytest.skip("one environment suffices: the step is the same code for every env")
+    algo = config(one_learner.config.env, num_learners).training(compile_learner=True).build_algo()
+    try:
+        algo.set_state(one_learner.get_state(components=[COMPONENT_LEARNER_GROUP, COMPONENT_GEPPO]))
+        inputs = one_learner.update_inputs()
+        one_learner.update_learner_group({DEFAULT_MODULE_ID: inputs})
+        results = algo.update_learner_group({DEFAULT_MODULE_ID: inputs})
+        compiled = [call.get() for call in algo.learner_group.foreach_learner(
+            lambda learner: learner.gradient_step(DEFAULT_MODULE_ID).compiled)]
+        assert compiled == [True] * num_learners
+        assert all(steps_and_rows(r)[0] == EPOCHS * MINIBATCHES for r in results)
+        expected = local_weights(one_learner)
+        for weights in remote_weights(algo):
+            for mine, reference in zip(weights, expected, strict=True):
+                torch.testing.assert_close(mine, reference, rtol=1e-4, atol=2e-5)
+    finally:
+        algo.stop()
+
+
 def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
     """A restored run draws the shuffles the original would have drawn and reseeds restarted
     EnvRunners past the seeds already used, also when no seed was set."""

@@ -38,20 +38,19 @@ MAX_STEPS_PER_FUNCTION = 1024
 AUTO_COMPILE_AFTER_STEPS = 3200
 
 
-def resolve_compile(setting: bool | str, *, distributed: bool) -> int | None:
+def resolve_compile(setting: bool | str) -> int | None:
     """After how many eager minibatch steps a learner compiles its step; None: never.
 
-    True compiles from the first step and False never. ``"auto"`` compiles a single learner
-    after :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled
-    step measured 2x to 3x faster than eager on CPU (``benchmarks/learner_step.py``, 2 cores;
+    True compiles from the first step and False never. ``"auto"`` compiles after
+    :data:`AUTO_COMPILE_AFTER_STEPS` steps: for the paper's 64x64 networks the compiled step
+    measured 2x to 3x faster than eager on CPU (``benchmarks/learner_step.py``, 2 cores;
     compiling took 2.6 to 11.7 s, repaid within 15 to 68 updates) and 3.1x on an H100, where
-    an eager step is bound by kernel-launch latency. With 2+ learners the step is always
-    eager: their gradients are averaged between the backward pass and the clip, which the
-    compiled function holds together.
+    an eager step is bound by kernel-launch latency. With several learners the compiled part
+    ends before the clip: the learners average their gradients in between.
     """
     if setting not in COMPILE_SETTINGS or not isinstance(setting, (bool, str)):
         raise ValueError(f"compile_learner must be one of {COMPILE_SETTINGS}, got {setting!r}.")
-    if distributed or setting is False:
+    if setting is False:
         return None
     if setting is True:
         return 0
