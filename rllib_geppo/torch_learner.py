@@ -11,7 +11,8 @@ gradients, clips the policy's and checks that everything is finite, then takes t
 skipped on the device if not. With ``compile_learner`` all of it but the Adam step runs as one
 inductor-compiled function (:mod:`rllib_geppo.core.compiled_step`: gradients by ``torch.func``),
 compiled once per learner process; the Adam step stays eager, so the adaptive lr is a plain
-number that never recompiles anything.
+number that never recompiles anything. Several learners average their losses and gradients in
+one all-reduce before the clip, so theirs compiles up to the gradients.
 """
 
 from __future__ import annotations
