@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -55,6 +55,11 @@ _STANDARDIZED = (C.ADVANTAGES, C.CENTER, C.SAMPLE_WEIGHTS)
 class GePPOTorchLearner(GePPOLearner, TorchLearner):
     """GePPO's update on torch (see :mod:`rllib_geppo.learner` for the steps)."""
 
+    #: Inductor settings for the compiled gradient step (``torch._inductor.config`` names), for
+    #: a subclass to change: ``{"triton.cudagraphs": True}`` replays each step as a CUDA graph
+    #: (what ``torch.compile``'s ``mode="reduce-overhead"`` sets; ``benchmarks/minibatch_rows.py``).
+    step_inductor_options: dict[str, Any] = {}
+
     @override(TorchLearner)
     def build(self) -> None:
         super().build()
@@ -66,7 +71,6 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
         self._compile_after = resolve_compile(self.config.compile_learner)
         self._gradient_steps: dict[ModuleID, CompiledStep] = {}
-        self._train_forwards: dict[ModuleID, TrainForward] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -189,19 +193,15 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
     def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor,
-                         params: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+                         forward: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None) -> tuple[Tensor, Tensor]:
         """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
         objective (negated, less ``entropy_coeff`` times the weighted entropy) and the weighted
-        value regression; with ``params`` (by name), the module's forward pass uses those."""
+        value regression. ``forward`` maps observations to ``(distribution inputs, values)``;
+        by default the module's :func:`forward_train`."""
         # The module itself, never RLlib's DDP wrapper: several learners average their
         # gradients explicitly (_backward_gradients).
         module = self.module[module_id].unwrapped()
-        if params is None:
-            dist_inputs, values = forward_train(module, minibatch[C.OBS])
-        else:  # the same, with the parameters given: what torch.func differentiates
-            dist_inputs, values = torch.func.functional_call(
-                self._train_forwards[module_id], {f"module.{name}": p for name, p in params.items()},
-                (minibatch[C.OBS],))
+        dist_inputs, values = (forward or functools.partial(forward_train, module))(minibatch[C.OBS])
         dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
         entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
@@ -247,31 +247,37 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         those first (:meth:`minibatch_step`)."""
         step = self._gradient_steps.get(module_id)
         if step is None:
-            # Built here, outside the compiled function: a module created while torch.compile
-            # traces breaks the graph, and the step would run mostly eagerly.
-            self._train_forwards[module_id] = TrainForward(self.module[module_id].unwrapped())
             finish = not self.distributed
             step = self._gradient_steps[module_id] = CompiledStep(
-                functools.partial(self._functional_gradients, module_id, self._named_groups(module_id),
+                functools.partial(self._functional_gradients, module_id, self._functional_parts(module_id),
                                   finish=finish),
                 functools.partial(self._backward_gradients, module_id, finish=finish),
-                compile_after=self._compile_after, name="gradient step")
+                compile_after=self._compile_after, name="gradient step",
+                inductor_options=self.step_inductor_options)
         return step
 
-    def _named_groups(self, module_id: ModuleID) -> tuple[dict[str, Tensor], list[str], list[str]]:
-        """The module's parameters by name, and the names in the policy's and the value
-        function's optimizer groups."""
-        params = dict(self.module[module_id].unwrapped().named_parameters())
+    def _functional_parts(self, module_id: ModuleID) -> tuple:
+        """What the functional step differentiates through: the module's forward pass as a
+        module (:class:`TrainForward`), its parameters by name, and the names in the policy's
+        and the value function's optimizer groups. Built before any trace: a module created
+        while torch.compile traces breaks the graph, and the step would run mostly eagerly."""
+        module = self.module[module_id].unwrapped()
+        params = dict(module.named_parameters())
         names = {id(p): name for name, p in params.items()}
-        return params, *([names[id(p)] for p in group["params"]]
-                         for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
+        return TrainForward(module), params, *([names[id(p)] for p in group["params"]]
+                                               for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
 
-    def _functional_gradients(self, module_id: ModuleID, named: tuple, minibatch: dict[str, Tensor],
+    def _functional_gradients(self, module_id: ModuleID, parts: tuple, minibatch: dict[str, Tensor],
                               clip_eps: Tensor, *, finish: bool) -> tuple:
         # The compiled step: gradients by torch.func, then (finish) the clip and check, in one graph.
-        params, policy_names, value_names = named
-        losses, grads = losses_and_gradients(
-            lambda p, mb, eps: self.minibatch_losses(module_id, mb, eps, params=p), params, minibatch, clip_eps)
+        train_forward, params, policy_names, value_names = parts
+
+        def loss_fn(p: dict[str, Tensor], mb: dict[str, Tensor], eps: Tensor) -> tuple[Tensor, Tensor]:
+            by_name = {f"module.{name}": value for name, value in p.items()}
+            return self.minibatch_losses(
+                module_id, mb, eps, forward=lambda obs: torch.func.functional_call(train_forward, by_name, (obs,)))
+
+        losses, grads = losses_and_gradients(loss_fn, params, minibatch, clip_eps)
         out = (losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
         return self._clip_and_check(*out) if finish else out
 

@@ -173,14 +173,20 @@ def weighted_sum_step():
     return weight, functional, eager
 
 
-def test_a_failed_compile_falls_back_to_eager_with_one_warning(caplog):
-    """No C compiler (a name that does not exist, inductor's cache off): one warning, then the
-    eager result, on this call and the next."""
+NO_C_COMPILER = {"cpp.cxx": ("no-such-c-compiler",), "fx_graph_cache": False}
+
+
+@pytest.mark.parametrize("via", ["inductor config", "the step's inductor_options"])
+def test_a_failed_compile_falls_back_to_eager_with_one_warning(caplog, via):
+    """No C compiler (a name that does not exist, inductor's cache off), set in inductor's
+    config or in the step's own options (which so reach inductor): one warning, then the eager
+    result, on this call and the next."""
     weight, functional, eager = weighted_sum_step()
-    step = CompiledStep(functional, eager, compile_after=0, name="test step")
+    options = NO_C_COMPILER if via.startswith("the step") else None
+    step = CompiledStep(functional, eager, compile_after=0, name="test step", inductor_options=options)
     x = torch.tensor([0.5, 1.5, -1.0])
-    with caplog.at_level(logging.WARNING, logger=compiled_step.__name__), torch._inductor.config.patch(
-            {"cpp.cxx": ("no-such-c-compiler",), "fx_graph_cache": False}):
+    config = torch._inductor.config.patch(NO_C_COMPILER if options is None else {})
+    with caplog.at_level(logging.WARNING, logger=compiled_step.__name__), config:
         for _ in range(2):
             losses, grad = step(x)
             torch.testing.assert_close(losses, torch.stack([(weight * x).sum(), (weight ** 2 * x).sum()]).detach())

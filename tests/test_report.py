@@ -153,8 +153,13 @@ def test_steps_and_time_to_a_target_return(results: Path, tmp_path: Path):
     table = (out / "table.md").read_text()
     assert "| Hopper-v5 | GePPO | 1,100 | 0.005 | 10 s |" in table
     assert "| Hopper-v5 | PPO | 1,100 | not reached | not reached |" in table
+
+
+@pytest.mark.parametrize("target", ["Hopper-v5", "Hopper-v5=many", "=1100", "Hopper-v5=nan"])
+def test_a_malformed_target_is_a_usage_error(results: Path, capsys, target: str):
     with pytest.raises(SystemExit):
-        run_cli(results, "--target", "Hopper-v5")
+        run_cli(results, "--target", target)
+    assert f"expected ENV=RETURN (e.g. Hopper-v5=2500), got {target!r}" in capsys.readouterr().err
 
 
 def test_trials_csv_holds_each_trials_figures_behind_its_row(results: Path, tmp_path: Path):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -79,6 +79,8 @@ class CompiledStep:
         eager: the same step, run as it is (with grad mode on).
         compile_after: how many calls run ``eager`` before the first compiled one; None: all.
         name: what the log messages call the step.
+        inductor_options: inductor settings for the compile (``torch._inductor.config`` names,
+            such as ``{"triton.cudagraphs": True}`` for CUDA graphs); none by default.
 
     ``fn`` compiles as one graph (``fullgraph=True``). If compiling fails (no C compiler, an
     operation dynamo cannot trace, which would otherwise split the step into graphs with eager
@@ -89,8 +91,10 @@ class CompiledStep:
     graphs inductor compiled; 1 unless something recompiled).
     """
 
-    def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step"):
+    def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step",
+                 inductor_options: dict[str, Any] | None = None):
         self._fn, self._eager, self._name = fn, eager, name
+        self._inductor_options = dict(inductor_options or {})
         self._eager_calls_left = compile_after
         self._compiled_fn = None if compile_after is None else torch.compile(
             fn, backend=self._backend, dynamic=True, fullgraph=True)
@@ -106,7 +110,7 @@ class CompiledStep:
         that dynamo restarts, as it does once to settle dynamic shapes, is not counted)."""
         from torch._inductor.compile_fx import compile_fx
 
-        compiled = compile_fx(graph, example_inputs)
+        compiled = compile_fx(graph, example_inputs, config_patches=self._inductor_options)
         self.graphs_compiled += 1
         return compiled
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -522,10 +522,14 @@ def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
     pct = ["—" if row.variant == baseline else _fmt_vs_baseline(pct, se)
            for pct, se in ((row.avg_vs_baseline_pct, row.avg_vs_baseline_se),
                            (row.final_vs_baseline_pct, row.final_vs_baseline_se))]
-    if not math.isfinite(row.steps_to_baseline_final):
-        return pct + ["not reached"] * 2
-    return pct + [f"{row.steps_to_baseline_final / 1e6:.3g}",
-                  _fmt_duration(row.time_to_baseline_final_s)]
+    return pct + _steps_and_time_cells(row.steps_to_baseline_final, row.time_to_baseline_final_s)
+
+
+def _steps_and_time_cells(steps: float, seconds: float) -> list[str]:
+    """Env steps (millions) and training time to a return; "not reached" where steps is NaN."""
+    if not math.isfinite(steps):
+        return ["not reached"] * 2
+    return [f"{steps / 1e6:.3g}", _fmt_duration(seconds)]
 
 
 def _fmt_vs_baseline(pct: float, diff_se: float) -> str:
@@ -638,10 +642,9 @@ def _target_lines(rows: Sequence[Row]) -> list[str]:
              "| env | variant | target return | steps to target (M) | time to target |",
              "|" + " --- |" * 5]
     for row in rows:
-        reached = math.isfinite(row.steps_to_target)
-        lines.append(f"| {row.env} | {row.variant} | {row.target:,.0f} "
-                     f"| {f'{row.steps_to_target / 1e6:.3g}' if reached else 'not reached'} "
-                     f"| {_fmt_duration(row.time_to_target_s) if reached else 'not reached'} |")
+        cells = [row.env, row.variant, f"{row.target:,.0f}",
+                 *_steps_and_time_cells(row.steps_to_target, row.time_to_target_s)]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -687,23 +690,35 @@ def write_report(report: Report, out: Path) -> list[Path]:
 
 def _pool(text: str) -> tuple[str, tuple[str, ...]]:
     """Parse ``LABEL=VARIANT,VARIANT,...``."""
-    label, _, members = text.partition("=")
-    label, names = label.strip(), tuple(m.strip() for m in members.split(",") if m.strip())
-    if not label or not names:
-        raise argparse.ArgumentTypeError(f"expected LABEL=VARIANT,VARIANT,..., got {text!r}")
-    return label, names
+    def members(value: str) -> tuple[str, ...]:
+        names = tuple(m.strip() for m in value.split(",") if m.strip())
+        if not names:
+            raise ValueError(value)
+        return names
+
+    return _name_and_value(text, "LABEL=VARIANT,VARIANT,...", members)
 
 
 def _target(text: str) -> tuple[str, float]:
     """Parse ``ENV=RETURN``."""
-    env, _, value = text.rpartition("=")
+    def finite(value: str) -> float:
+        if not math.isfinite(number := float(value)):
+            raise ValueError(value)
+        return number
+
+    return _name_and_value(text, "ENV=RETURN (e.g. Hopper-v5=2500)", finite)
+
+
+def _name_and_value(text: str, form: str, parse: Callable[[str], Any]) -> tuple[str, Any]:
+    """``NAME=VALUE`` as ``(NAME, parse(VALUE))``, split at the first "=", or an argparse error
+    that shows ``form``."""
+    name, _, value = text.partition("=")
     try:
-        target = float(value)
+        if not name.strip():
+            raise ValueError(name)
+        return name.strip(), parse(value)
     except ValueError:
-        target = math.nan
-    if not env.strip() or not math.isfinite(target):
-        raise argparse.ArgumentTypeError(f"expected ENV=RETURN (e.g. Hopper-v5=2500), got {text!r}")
-    return env.strip(), target
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}") from None
 
 
 def _env_steps(text: str) -> int:
