@@ -13,7 +13,7 @@ from rllib_geppo.geppo import GePPO, GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
 from rllib_geppo.examples.minatar import register_minatar
 
-__version__ = "0.9.1"
+__version__ = "0.9.2"
 __all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]
 
 
