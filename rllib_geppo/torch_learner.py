@@ -201,7 +201,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # The module itself, never RLlib's DDP wrapper: several learners average their
         # gradients explicitly (_backward_gradients).
         module = self.module[module_id].unwrapped()
-        dist_inputs, values = (forward or functools.partial(forward_train, module))(minibatch[C.OBS])
+        dist_inputs, values = forward(minibatch[C.OBS]) if forward else forward_train(module, minibatch[C.OBS])
         dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
         entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
@@ -258,26 +258,23 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
 
     def _functional_parts(self, module_id: ModuleID) -> tuple:
         """What the functional step differentiates through: the module's forward pass as a
-        module (:class:`TrainForward`), its parameters by name, and the names in the policy's
-        and the value function's optimizer groups. Built before any trace: a module created
-        while torch.compile traces breaks the graph, and the step would run mostly eagerly."""
-        module = self.module[module_id].unwrapped()
-        params = dict(module.named_parameters())
+        module (:class:`TrainForward`), its parameters by their names there, and those of the
+        policy's and the value function's optimizer groups. Built before any trace: a module
+        created while torch.compile traces breaks the graph, and the step would run mostly eagerly."""
+        train_forward = TrainForward(self.module[module_id].unwrapped())
+        params = dict(train_forward.named_parameters())
         names = {id(p): name for name, p in params.items()}
-        return TrainForward(module), params, *([names[id(p)] for p in group["params"]]
-                                               for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
+        return train_forward, params, *([names[id(p)] for p in group["params"]]
+                                        for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
 
     def _functional_gradients(self, module_id: ModuleID, parts: tuple, minibatch: dict[str, Tensor],
                               clip_eps: Tensor, *, finish: bool) -> tuple:
         # The compiled step: gradients by torch.func, then (finish) the clip and check, in one graph.
         train_forward, params, policy_names, value_names = parts
-
-        def loss_fn(p: dict[str, Tensor], mb: dict[str, Tensor], eps: Tensor) -> tuple[Tensor, Tensor]:
-            by_name = {f"module.{name}": value for name, value in p.items()}
-            return self.minibatch_losses(
-                module_id, mb, eps, forward=lambda obs: torch.func.functional_call(train_forward, by_name, (obs,)))
-
-        losses, grads = losses_and_gradients(loss_fn, params, minibatch, clip_eps)
+        losses, grads = losses_and_gradients(
+            lambda p, mb, eps: self.minibatch_losses(
+                module_id, mb, eps, forward=functools.partial(torch.func.functional_call, train_forward, p)),
+            params, minibatch, clip_eps)
         out = (losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
         return self._clip_and_check(*out) if finish else out
 

@@ -93,7 +93,7 @@ class CompiledStep:
 
     def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step",
                  inductor_options: dict[str, Any] | None = None):
-        self._fn, self._eager, self._name = fn, eager, name
+        self._eager, self._name = eager, name
         self._inductor_options = dict(inductor_options or {})
         self._eager_calls_left = compile_after
         self._compiled_fn = None if compile_after is None else torch.compile(
