@@ -6,14 +6,17 @@ two independent CartPole policies learn."""
 import math
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import ray
 import torch
+from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.rllib.examples.envs.classes.multi_agent.tic_tac_toe import TicTacToe
 
 from rllib_geppo import GePPO, GePPOConfig
+from rllib_geppo.geppo import MAX_SAMPLE_LAG
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.learner import OPTIMIZER
 
@@ -44,6 +47,40 @@ def one_per_agent(agent_id, episode, **kwargs):
 
 def shared(agent_id, episode, **kwargs):
     return "shared"
+
+
+class RareAgentEnv(MultiAgentEnv):
+    """Agent "often" acts at every step, agent "rare" at every 100th (its move hangs 100 steps
+    until its next observation); episodes of 300 steps. Each is rewarded for action 1."""
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.agents = self.possible_agents = ["often", "rare"]
+        self.observation_spaces = {a: gym.spaces.Box(-1.0, 1.0, (2,), np.float32) for a in self.agents}
+        self.action_spaces = {a: gym.spaces.Discrete(2) for a in self.agents}
+        self.t = 0
+
+    def _obs(self, agents):
+        return {a: np.array([self.t / 300, a == "rare"], np.float32) for a in agents}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(self.agents), {}
+
+    def step(self, action_dict):
+        self.t += 1
+        rewards = {a: float(action) for a, action in action_dict.items()}
+        done = self.t >= 300
+        acting = self.agents if done or self.t % 100 == 0 else ["often"]
+        return self._obs(acting), rewards, {"__all__": done}, {"__all__": False}, {}
+
+
+def stored_weights(algo: GePPO, module_id: str) -> np.ndarray:
+    """The per-sample weight of every stored sample of a module, as the next update weighs it."""
+    state = algo.module_state(module_id)
+    weights = algo.update_inputs(module_id).weights_by_version
+    layout = state.store.update_layout()
+    return np.array([weights.get(int(v), 0.0) for v in layout[C.VERSION][layout[C.LOSS_MASK]]])
 
 
 def episode_ids(algo: GePPO, module_id: str) -> set[str]:
@@ -135,6 +172,38 @@ def test_turn_based_agents_store_only_their_own_moves():
         assert all(0 < n < 128 for n in steps[0] + steps[1])
         for player in ("player1", "player2"):
             assert math.isfinite(result["learners"][player]["tv"])
+            # A move carried into the next batch keeps its version: a version spans two
+            # batches, and its samples count once each in the weights, which average 1.
+            assert stored_weights(algo, player).mean() == pytest.approx(1.0)
+    finally:
+        algo.stop()
+
+
+def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updates():
+    algo = (GePPOConfig().environment(RareAgentEnv)
+            .multi_agent(policies={"often", "rare"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
+            .env_runners(num_env_runners=1, num_envs_per_env_runner=1).debugging(seed=0)
+            .training(train_batch_size_per_learner=64, num_epochs=1, num_minibatches=1)
+            .build_algo())
+    try:
+        rare = algo.module_state("rare")
+        waited = 0
+        for _ in range(14):  # batches of the rare agent's carried-over move alone come up
+            before = (rare.version, list(map(id, rare.store.batches)),
+                      rare.store.batches and algo.sample_lag("rare"))
+            algo.train()
+            if not rare.store.batches:  # its first move still hangs
+                continue
+            # Stored under the module's own versions: none newer than its policy.
+            assert max(b.version for b in rare.store.batches) <= rare.version
+            assert stored_weights(algo, "rare").mean() == pytest.approx(1.0)
+            if (rare.version, list(map(id, rare.store.batches))) == before[:2]:
+                # No new sample and no update: its samples did not age (global ages would have).
+                assert algo.sample_lag("rare") == before[2] == MAX_SAMPLE_LAG + 1
+                waited += 1
+        assert waited
+        assert algo.module_state("often").version == algo.policy_version
+        assert 0 < rare.version < algo.policy_version  # it skipped the updates it had nothing for
     finally:
         algo.stop()
 

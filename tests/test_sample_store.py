@@ -80,13 +80,16 @@ def test_lagged_weights_skip_age_zero():
     assert weights == pytest.approx({5: 1.6, 4: 1.2, 3: 0.8, 2: 0.4})
 
 
-def test_mean_weight_is_one_with_unequal_batches():
+def test_each_version_weighs_nu_in_the_objective_whatever_its_size():
+    # The paper's estimator, sum_i nu_i x mean over batch i: 50 and 100 samples with nu = [.4, .6]
+    # (index = age) weigh 0.6 and 0.4 whole, so per sample w_v = nu_v x N / n_v.
     store = SampleStore(capacity=2)
-    store.add(batch(0, steps=30))
-    store.add(batch(1, steps=10))
-    weights = store.weights_by_version([0.6, 0.4], 1)
-    assert (weights[0] * 30 + weights[1] * 10) / 40 == pytest.approx(1.0)
-    assert weights[1] / weights[0] == pytest.approx(1.5)
+    store.add(batch(0, steps=50))
+    store.add(batch(1, steps=100))
+    weights = store.weights_by_version([0.4, 0.6], 1)
+    assert weights == pytest.approx({0: 0.6 * 150 / 50, 1: 0.4 * 150 / 100})
+    assert weights[0] * 50 / 150 == pytest.approx(0.6)  # version 0's share of the mean loss
+    assert (weights[0] * 50 + weights[1] * 100) / 150 == pytest.approx(1.0)  # mean weight 1
 
 
 def test_rows_are_weighted_by_their_own_version():
@@ -98,11 +101,29 @@ def test_rows_are_weighted_by_their_own_version():
     assert store.weights_by_version([0.6, 0.4], 4) == pytest.approx({4: 1.2, 3: 0.8})
 
 
-def test_versions_must_increase():
+def test_a_version_spanning_two_batches_counts_all_its_samples():
+    # Turn-based agents: a move left hanging at a sample's end keeps its version (3) and lands in
+    # the next batch, beside version 4's moves. Version 3 has 10 + 2 samples, version 4 has 6.
+    store = SampleStore(capacity=3)
+    store.add(batch(3, steps=10))
+    store.add([segment(2, 3, seed=5), segment(6, 4, seed=6)])
+    assert store.steps_by_version() == {3: 12, 4: 6}
+    weights = store.weights_by_version([0.5, 0.5], 4)
+    assert weights == pytest.approx({3: 0.5 * 18 / 12, 4: 0.5 * 18 / 6})
+    layout_versions = store.update_layout()[C.VERSION][store.update_layout()[C.LOSS_MASK]]
+    assert np.mean([weights[v] for v in layout_versions]) == pytest.approx(1.0)
+
+
+def test_a_batch_of_carried_over_moves_alone_is_stored():
+    # An agent that acts rarely: the next batch holds only its move carried over from the last
+    # sample, whose newest version is the previous batch's.
     store = SampleStore(capacity=2)
     store.add(batch(4))
-    with pytest.raises(ValueError, match="versions must increase"):
-        store.add(batch(4))
+    store.add(batch(4, steps=1))
+    assert store.ages(current_version=5) == [1, 1]
+    assert store.weights_by_version([0.0, 1.0], 5) == pytest.approx({4: 1.0})
+    with pytest.raises(ValueError, match="versions must not decrease: got 3 after 4"):
+        store.add(batch(3))
 
 
 def test_update_layout_concatenates_oldest_first():

@@ -5,11 +5,19 @@ statistics (observations, discounted returns) and its own adapted policy lr: wit
 the whole algorithm's state; with several, each policy learns from its own agents' samples, and
 agents mapped to one module (a shared policy) pool theirs into its store.
 
+**Ages count the module's own updates.** EnvRunners tag each sample with the learners' global
+policy version, which every update raises, also one that leaves this module out (a module with
+no new sample waits). The module's policy did not change then, so its samples must not age: the
+store keeps each sample under the module's own version, the number of the module's updates
+up to the global version that collected it (:meth:`ModuleState.module_version`). With one
+module, or modules that always update together, the two are the same.
+
 Pure numpy; no Ray.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -51,16 +59,34 @@ class ModuleState:
         self.obs_stats: RunningMeanStd | None = None  # shaped on the first batch
         self.return_stats = RunningMeanStd()
         self.running_returns = RunningReturns(gamma)
+        self.update_versions: list[int] = []  # the global policy versions this module's updates made
+
+    @property
+    def version(self) -> int:
+        """The module's own policy version: how many updates it has taken."""
+        return len(self.update_versions)
+
+    def module_version(self, global_versions: np.ndarray) -> np.ndarray:
+        """The module's version at each global policy version: its updates up to it."""
+        return np.searchsorted(np.asarray(self.update_versions, dtype=np.int64), global_versions, side="right")
+
+    def record_update(self, global_version: int) -> None:
+        """The module took an update, which made the global policy version ``global_version``."""
+        if self.update_versions and global_version <= self.update_versions[-1]:
+            raise ValueError(f"global versions must increase: got {global_version} after "
+                             f"{self.update_versions[-1]}.")
+        self.update_versions.append(int(global_version))
 
     def add(self, new_segments: Sequence[Segment]) -> float:
-        """Store ``new_segments`` as this iteration's batch and fold them into the statistics.
+        """Store ``new_segments`` (tagged with global policy versions) as this iteration's batch,
+        under the module's own versions, and fold them into the statistics.
 
         Every statistic is a function of the steps alone, whatever chunks sampling cut them
         into: each observation s_0 ... s_{T-1} counts once (s_T is the next chunk's s_0), and
         the returns run on across an episode's chunks (``reward_scaling="running_return"``).
         Returns the factor (>= 1) by which the batch changed the reward scale.
         """
-        self.store.add(new_segments)
+        self.store.add([dataclasses.replace(s, versions=self.module_version(s.versions)) for s in new_segments])
         if self.track_obs_stats:
             observations = np.concatenate([np.asarray(s.obs[:-1], dtype=np.float32) for s in new_segments])
             if self.obs_stats is None:
@@ -95,10 +121,15 @@ class ModuleState:
             "obs_stats": self.obs_stats.get_state() if self.obs_stats else None,
             "return_stats": self.return_stats.get_state(),
             "running_returns": self.running_returns.get_state(),
+            "update_versions": list(self.update_versions),
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], *, policy_version: int) -> None:
+        """Restore ``get_state()``'s state. ``policy_version``, the global one, stands in for the
+        update history of a state saved before modules counted their own updates (0.9 and
+        older), where every module's version was the global one."""
         self.store.set_state(state["store"])
+        self.update_versions = list(state.get("update_versions", range(1, policy_version + 1)))
         self.policy_lr = float(state["policy_lr"])
         self.obs_stats = None
         if state["obs_stats"] is not None:

@@ -2,14 +2,17 @@
 
 Each batch is the list of trajectory segments (:mod:`rllib_geppo.core.segments`) one iteration
 collected, every step tagged with the version of the policy that collected it. Ages count from
-the current policy pi_k: a sample collected by version v has age k - v. For an update the store
-joins each episode's chunks across batches, so advantages run on through sampling cuts. Pure
-numpy; no Ray. Segments are never modified in place, so the store hands them out without copying.
+the current policy pi_k: a sample collected by version v has age k - v. A version's samples may
+span two batches (a multi-agent move left hanging at a sample's end lands in the next one), and
+versions may differ in size; the weights account for both (:meth:`SampleStore.weights_by_version`).
+For an update the store joins each episode's chunks across batches, so advantages run on through
+sampling cuts. Pure numpy; no Ray. Segments are never modified in place, so the store hands them
+out without copying.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -44,13 +47,17 @@ class SampleStore:
         self._batches: deque[StoredBatch] = deque(maxlen=capacity)
 
     def add(self, new_segments: Sequence[Segment]) -> StoredBatch:
-        """Append the newest batch; the oldest one falls out once M are stored."""
+        """Append the newest batch; the oldest one falls out once M are stored.
+
+        A batch's newest version may equal the previous batch's: an agent that acts rarely can
+        deliver a batch made only of moves carried over from the previous sample.
+        """
         if not new_segments:
             raise ValueError("a batch holds at least one segment.")
         versions, counts = np.unique(np.concatenate([s.versions for s in new_segments]), return_counts=True)
         version = int(versions[-1])
-        if self._batches and version <= self._batches[-1].version:
-            raise ValueError(f"versions must increase: got {version} after {self._batches[-1].version}.")
+        if self._batches and version < self._batches[-1].version:
+            raise ValueError(f"versions must not decrease: got {version} after {self._batches[-1].version}.")
         batch = StoredBatch(version, tuple(new_segments), int(counts.sum()),
                             {int(v): int(c) for v, c in zip(versions, counts)})
         self._batches.append(batch)
@@ -81,13 +88,25 @@ class SampleStore:
         total = sum(raw.values())
         return {v: w / total for v, w in raw.items()}
 
+    def steps_by_version(self) -> dict[int, int]:
+        """Stored samples of each version, summed over the batches that hold it."""
+        steps: Counter[int] = Counter()
+        for batch in self._batches:
+            steps.update(batch.steps_by_version)
+        return dict(steps)
+
     def weights_by_version(self, nu: Sequence[float], current_version: int) -> dict[int, float]:
-        """Per-sample weight of each stored version: :meth:`active_weights`, scaled so that the
-        mean weight over all stored samples is 1."""
-        active = self.active_weights(nu, current_version)
-        steps = {v: c for b in self._batches for v, c in b.steps_by_version.items()}
-        total = sum(w * steps[v] for v, w in active.items())
-        return {v: w * self.num_steps / total for v, w in active.items()}
+        """Per-sample weight of each stored version: its share of the objective,
+        :meth:`active_weights`' nu, spread over its n_v samples, w_v = nu_v x N / n_v (N all
+        stored samples).
+
+        So the update's weighted mean over the store is the paper's estimator, sum_v nu_v x (mean
+        over version v's samples), also when versions differ in size, and the mean weight over
+        the store is 1. With equal batches of n it is nu_v x M.
+        """
+        steps = self.steps_by_version()
+        return {v: w * self.num_steps / steps[v]
+                for v, w in self.active_weights(nu, current_version).items()}
 
     def update_layout(self) -> dict[str, np.ndarray]:
         """All stored samples as one layout, each episode's chunks joined
