@@ -822,6 +822,7 @@ class GePPO(PPO):
             return
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             self.metrics.aggregate(self.update_learner_group(inputs), key=LEARNER_RESULTS)
+        self.record_update(inputs)
         for module_id, module_inputs in inputs.items():
             for key, value in self.store_metrics(module_inputs, module_id).items():
                 self.metrics.log_value((LEARNER_RESULTS, module_id, key), value, window=1)
@@ -832,6 +833,12 @@ class GePPO(PPO):
                 continue
             self.adapt_policy_lr(learner["tv"], module_inputs.clip_eps, module_id=module_id,
                                  complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+
+    def record_update(self, module_ids: Collection[str]) -> None:
+        """The learners took an update of ``module_ids``, which made pi_k's version + 1: those
+        modules' samples age by one, the others' do not (:mod:`rllib_geppo.core.module_state`)."""
+        for module_id in module_ids:
+            self.module_state(module_id).record_update(self.policy_version + 1)
 
     def update_learner_group(self, inputs: dict[str, UpdateInputs]) -> list[dict[str, Any]]:
         """One update of every learner over the stores of the modules in ``inputs`` (module ->
@@ -876,13 +883,13 @@ class GePPO(PPO):
         return UpdateInputs(
             policy_lr=state.policy_lr,
             clip_eps=self.config.clip_eps_at_lag(self.sample_lag(module_id)),
-            weights_by_version=state.store.weights_by_version(self.lagged_nu(module_id), self.policy_version),
+            weights_by_version=state.store.weights_by_version(self.lagged_nu(module_id), state.version),
             reward_scale=state.reward_scale,
             obs_mean=obs_mean,
             obs_std=obs_std,
             minibatches_per_epoch=self._minibatches_per_epoch(module_id),
             shuffle_seed=self.shuffle_seed(),
-            obs_stats_before_update=self.config.obs_stats_warm_start and self.policy_version == 0,
+            obs_stats_before_update=self.config.obs_stats_warm_start and state.version == 0,
         )
 
     def shuffle_seed(self) -> int:
@@ -891,8 +898,10 @@ class GePPO(PPO):
         return int(np.random.SeedSequence([self._seed_root, self.policy_version]).generate_state(1)[0])
 
     def sample_lag(self, module_id: str = DEFAULT_MODULE_ID) -> int:
-        """Age of a module's youngest stored batch under pi_k: 0, or 1 with overlapped sampling."""
-        return self.module_state(module_id).store.ages(self.policy_version)[0]
+        """Age of a module's youngest stored batch under pi_k, in the module's own updates: 0,
+        or 1 with overlapped sampling."""
+        state = self.module_state(module_id)
+        return state.store.ages(state.version)[0]
 
     def lagged_nu(self, module_id: str = DEFAULT_MODULE_ID) -> np.ndarray:
         """nu for a module's store as it is: shifted by :meth:`sample_lag` (``core.policy_weights.with_lag``)."""
@@ -923,12 +932,12 @@ class GePPO(PPO):
 
     def store_metrics(self, inputs: UpdateInputs, module_id: str = DEFAULT_MODULE_ID) -> dict[str, float]:
         """Per-iteration metrics of a module's store and update inputs (both API stacks)."""
-        store = self.module_state(module_id).store
-        active = list(store.active_weights(self.lagged_nu(module_id), self.policy_version).values())
+        state = self.module_state(module_id)
+        active = list(state.store.active_weights(self.lagged_nu(module_id), state.version).values())
         return {
             "tv_target": tv_target(inputs.clip_eps),
             "clip_eps": inputs.clip_eps,
-            "num_policies": len(store.batches),
+            "num_policies": len(state.store.batches),
             "sample_lag": self.sample_lag(module_id),
             "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
             "reward_scale": inputs.reward_scale,
@@ -1069,12 +1078,12 @@ class GePPO(PPO):
         if COMPONENT_GEPPO not in state:
             return
         geppo = state[COMPONENT_GEPPO]
+        self.policy_version = geppo["policy_version"]
         # Checkpoints of 0.8 and older hold the single module's state at the top level.
         modules = geppo["modules"] if "modules" in geppo else {DEFAULT_MODULE_ID: geppo}
         for module_id, module_state in modules.items():
             if module_id in self.module_states:
-                self.module_states[module_id].set_state(module_state)
-        self.policy_version = geppo["policy_version"]
+                self.module_states[module_id].set_state(module_state, policy_version=self.policy_version)
         self._seed_root = geppo.get("seed_root", self._seed_root)
         self._env_runner_restarts = dict(geppo.get("env_runner_restarts", {}))
         if geppo.get("result_keys") is not None:

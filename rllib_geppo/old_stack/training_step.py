@@ -67,6 +67,7 @@ def training_step_old_api_stack(algo: GePPO) -> ResultDict:
     stats.update(algo.store_metrics(inputs), num_dropped_segments=dropped)
     algo.adapt_policy_lr(stats["tv"], inputs.clip_eps,
                          complete=stats["num_skipped_steps"] < stats["num_gradient_steps"])
+    algo.record_update([DEFAULT_POLICY_ID])
     algo.policy_version += 1
 
     policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
