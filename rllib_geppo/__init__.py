@@ -12,9 +12,11 @@ from ray.tune.registry import register_trainable
 from rllib_geppo.geppo import GePPO, GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
 from rllib_geppo.examples.minatar import register_minatar
+from rllib_geppo.saved_policy import SavedPolicy
+from rllib_geppo.stack_frames import StackFrames
 
 __version__ = "0.9.2"
-__all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy"]
+__all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy", "SavedPolicy", "StackFrames"]
 
 
 def __getattr__(name: str):

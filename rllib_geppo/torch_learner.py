@@ -25,7 +25,6 @@ import numpy as np
 import torch
 from ray.rllib.core import COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
@@ -40,6 +39,7 @@ from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_
 from rllib_geppo.core.targets import update_targets
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner import OPTIMIZER, GePPOLearner
+from rllib_geppo.module_spaces import value_function_attributes
 
 logger = logging.getLogger(__name__)
 
@@ -351,12 +351,10 @@ class TrainForward(torch.nn.Module):
 
 def value_function_parameters(module) -> list[torch.nn.Parameter]:
     """The value function's own parameters, which get ``vf_lr``: those of the attributes the
-    module names as not needed for acting (RLlib's ``InferenceOnlyAPI``); none for a module
-    that names none (its value head then learns with the policy's lr)."""
-    if not isinstance(module, InferenceOnlyAPI):
-        return []
+    module names as not needed for acting (RLlib's ``InferenceOnlyAPI``,
+    :func:`~rllib_geppo.module_spaces.value_function_attributes`)."""
     params: dict[int, torch.nn.Parameter] = {}
-    for attribute in module.get_non_inference_attributes():
+    for attribute in value_function_attributes(module):
         part = functools.reduce(getattr, attribute.split("."), module)
         params.update({id(p): p for p in part.parameters()})
     return list(params.values())

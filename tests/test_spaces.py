@@ -11,13 +11,15 @@ import pytest
 import ray
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.connectors.env_to_module import MeanStdFilter
+from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.models.torch.encoder import TorchCNNEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from geppo_checks import METRICS
-from rllib_geppo import GePPO, GePPOConfig
+from rllib_geppo import GePPO, GePPOConfig, StackFrames
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.examples.cartpole_dict import MAX_EPISODE_STEPS, CartPoleDict
 from rllib_geppo.learner import OPTIMIZER
@@ -157,14 +159,68 @@ class RecurrentModule(GePPOTorchRLModule):
         return True
 
 
+class GrayImages(gym.Env):
+    """Random 10 x 10 single-channel images, the kind RLlib's frame-stacking connector takes."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (10, 10, 1), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        pass
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+class UnnamedValueModule(GePPOTorchRLModule):
+    """Its value network is not named as such: it would train with the policy's lr and clip."""
+
+    def get_non_inference_attributes(self) -> list[str]:
+        return []
+
+
 @pytest.mark.parametrize("config,message", [
     (small("CartPole-v1").rl_module(model_config={"use_lstm": True}), "feed-forward models only"),
     (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=RecurrentModule)),
      "is recurrent"),
     (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=NoValuesModule)),
      "does not implement RLlib's ValueFunctionAPI"),
+    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=UnnamedValueModule)),
+     "does not name its value function's parts"),
+    (small(GrayImages).env_runners(env_to_module_connector=lambda env, spaces, device: FrameStackingEnvToModule(
+        num_frames=4)), "Fix: stack them in the environment, with rllib_geppo.StackFrames"),
+    (small("Pendulum-v1").env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter()),
+     "would normalise observations a second time"),
 ])
 def test_refused_models_fail_before_any_env_runner_starts(config, message):
     with pytest.raises(ValueError, match=message) as failure:
         config.build_algo()
     assert not [entry for entry in failure.traceback if "env_runner" in str(entry.path)]
+
+
+def test_stack_frames_concatenates_the_last_observations_on_their_last_axis():
+    env = StackFrames(gym.make("CartPole-v1"), 3)
+    assert env.observation_space.shape == (12,)
+    first, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(first, np.tile(first[:4], 3))  # after a reset: the first, 3 times
+    second = env.step(0)[0]
+    np.testing.assert_array_equal(second[:8], first[:8])  # oldest first: s0, s0, s1
+    assert not np.array_equal(second[8:], first[8:])
+    with pytest.raises(ValueError, match="flat Box or image"):
+        StackFrames(CartPoleDict(), 2)
+
+
+def test_stacked_image_frames_train_and_are_stored_stacked():
+    pytest.importorskip("minatar")
+    from ray import tune
+
+    tune.register_env("StackedBreakout", lambda config: StackFrames(gym.make("MinAtar/Breakout-v1"), 2))
+    algo, _ = train(small("StackedBreakout"), iterations=1)
+    try:
+        assert module(algo).observation_space.shape == (10, 10, 8)  # 2 frames of 4 channels
+        assert algo.module_state().store.batches[-1].layout[C.OBS].shape[1:] == (10, 10, 8)
+    finally:
+        algo.stop()
