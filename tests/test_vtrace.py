@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_geppo.core.vtrace import vtrace_gae, vtrace_gae_padded, vtrace_gae_segments
+from rllib_geppo.core.vtrace import backward_recurrence, vtrace_gae, vtrace_gae_padded, vtrace_gae_segments
 
 
 def plain_gae(rewards, values, next_values, terminateds, gamma, lambda_):
@@ -95,3 +95,17 @@ def test_segment_lengths_must_cover_the_data():
     seg = random_segment(4, seed=1)
     with pytest.raises(ValueError, match="segment lengths sum to 3"):
         vtrace_gae_segments(**seg, lengths=[1, 2], gamma=0.9, lambda_=0.9)
+
+
+@pytest.mark.parametrize("width", [1, 5, 31, 32, 33, 64, 1000])
+def test_the_blocked_backward_recurrence_equals_the_column_by_column_one(width):
+    g = torch.Generator().manual_seed(width)
+    x = torch.randn(3, width, generator=g, dtype=torch.float64)
+    a = torch.rand(3, width, generator=g, dtype=torch.float64) * 1.2  # above 1 too (c_bar > 1)
+    a[1, width // 2] = 0.0  # a coefficient of zero cuts the recursion there
+    expected, running = torch.empty_like(x), torch.zeros(3, dtype=torch.float64)
+    for t in reversed(range(width)):
+        running = x[:, t] + a[:, t] * running
+        expected[:, t] = running
+    torch.testing.assert_close(backward_recurrence(x, a, block=8), expected)
+    torch.testing.assert_close(backward_recurrence(x, a), expected)

@@ -61,20 +61,47 @@ def vtrace_gae_padded(
     """V-trace GAE for S segments at once, as right-padded [S, T] tensors.
 
     Padding must be zero in ``rewards``, ``values`` and ``next_values`` (any value elsewhere):
-    a zero TD error makes the padded tail contribute nothing. The backward recursion runs T
-    vectorised steps, so the cost is O(T) per segment on the tensors' device.
+    a zero TD error makes the padded tail contribute nothing. The backward recursion costs
+    O(T) arithmetic per segment, in about 2 sqrt(T) vectorised steps
+    (:func:`backward_recurrence`) on the tensors' device.
     """
     c = torch.clamp(torch.exp(target_logp - behaviour_logp), max=clip_c)
     not_done = 1.0 - terminateds.to(rewards.dtype)
     deltas = rewards + gamma * not_done * next_values - values
     # trace[:, t] = gamma * lambda * c_{t+1}; zero after the last column.
     trace = gamma * lambda_ * torch.nn.functional.pad(c[:, 1:], (0, 1))
-    advantages = torch.empty_like(deltas)
-    running = torch.zeros_like(deltas[:, 0])
-    for t in range(deltas.shape[1] - 1, -1, -1):
-        running = deltas[:, t] + trace[:, t] * running
-        advantages[:, t] = running
+    advantages = backward_recurrence(deltas, trace)
     return advantages, values + c * advantages
+
+
+def backward_recurrence(x: Tensor, a: Tensor, block: int = 32) -> Tensor:
+    """y with ``y[:, t] = x[:, t] + a[:, t] * y[:, t + 1]`` and ``y[:, T] = 0``, for [S, T] tensors.
+
+    The recursion is sequential in t; run as one Python step per column it costs T steps of
+    small tensor operations (about 8 ms for the 1,000-step episodes of MuJoCo's tasks). Here
+    the columns are cut into blocks of ``block``: every block first solves its own recursion
+    as if the next block's first value were 0, giving y0, and the product g of its
+    coefficients from each column to its end, all blocks at once (``block`` steps); then the
+    blocks' first values follow from the last block back (T / ``block`` steps), and
+    ``y = y0 + g * (the next block's first value)`` everywhere. The same sums, in another order.
+    """
+    rows, width = x.shape
+    blocks = -(-width // block)
+    pad = blocks * block - width
+    x = torch.nn.functional.pad(x, (0, pad)).view(rows, blocks, block)
+    a = torch.nn.functional.pad(a, (0, pad)).view(rows, blocks, block)
+    local, gain = torch.empty_like(x), torch.empty_like(a)
+    y0, g = torch.zeros_like(x[:, :, 0]), torch.ones_like(a[:, :, 0])
+    for t in range(block - 1, -1, -1):  # within every block at once
+        y0 = x[:, :, t] + a[:, :, t] * y0
+        g = a[:, :, t] * g
+        local[:, :, t], gain[:, :, t] = y0, g
+    next_start = torch.empty_like(x[:, :, 0])  # y at the column after each block
+    carry = torch.zeros_like(x[:, 0, 0])
+    for b in range(blocks - 1, -1, -1):
+        next_start[:, b] = carry
+        carry = local[:, b, 0] + gain[:, b, 0] * carry
+    return (local + gain * next_start.unsqueeze(-1)).view(rows, -1)[:, :width]
 
 
 def vtrace_gae_segments(
