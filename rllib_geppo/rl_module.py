@@ -44,8 +44,9 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU
 def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
     """Raise ValueError unless GePPO's module can take the spaces: a flat Box observation
     (normalised with running statistics) or an image Box (height x width x channels, through a
-    CNN), and a flat Box (Gaussian), Discrete, MultiDiscrete or MultiBinary (categorical) action
-    whose bounded dimensions all have ``low < high``."""
+    CNN), and a flat Box (Gaussian) action whose bounded dimensions all have ``low < high``, or
+    a Discrete, MultiDiscrete or MultiBinary (categorical) one with at least one choice in each of
+    at least one entry."""
     if isinstance(observation_space, (gym.spaces.Dict, gym.spaces.Tuple)):
         raise ValueError(
             f"GePPO's RLModule takes flat or image observations, got {observation_space}, which "
@@ -69,6 +70,8 @@ def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
             "of these, e.g. flatten the actions into one Box or one MultiDiscrete.")
     if flat_box:
         _check_action_widths(action_space)
+    else:
+        _check_categories(action_space)
 
 
 def is_image(space: gym.Space) -> bool:
@@ -95,6 +98,24 @@ def _check_action_widths(action_space: gym.spaces.Box) -> None:
             "a Gaussian policy cannot sample a constant action (its std would be zero and every "
             "log-probability NaN). Fix: wrap the environment with a gymnasium.ActionWrapper that "
             "drops that dimension from the action space and inserts the constant before env.step.")
+
+
+def _check_categories(action_space: gym.Space) -> None:
+    """Raise ValueError for a discrete action space without a choice to make: no entries (an
+    empty ``nvec``), or an entry with no category. RLlib's categorical distributions fail on
+    them deep in sampling (an ``IndexError``)."""
+    sizes = category_sizes(action_space)
+    if not sizes:
+        raise ValueError(
+            f"the action space {action_space} has no entries: there is no action to choose. Fix: "
+            "give it at least one entry, e.g. MultiDiscrete([2]) for a choice of two.")
+    empty = [i for i, n in enumerate(sizes) if n < 1]
+    if empty:
+        raise ValueError(
+            f"entry {empty[0]} of the action space {action_space} has {sizes[empty[0]]} choices: a "
+            "categorical policy cannot choose among none. Fix: give every entry at least one "
+            "choice, or drop that entry from the action space (a gymnasium.ActionWrapper that "
+            "passes the environment a fixed value for it).")
 
 
 def action_units(action_space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:

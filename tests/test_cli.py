@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import ray
 import yaml
@@ -269,6 +270,33 @@ def test_unsupported_spaces_exit_2_before_ray_starts(tmp_path, capsys):
     assert main(["train", "file", str(path), "-e", "rllib-ppo", "--dry-run"]) == 0
     blackjack = write(tmp_path, TINY.replace("Pendulum-v1", "Blackjack-v1"), "blackjack.yaml")
     assert main(["train", "file", str(blackjack), "-e", "geppo", "--dry-run"]) == 0
+
+
+def no_choice(nvec: list[int]) -> gym.spaces.MultiDiscrete:
+    """A MultiDiscrete of ``nvec``, which may hold a 0 (gymnasium refuses it when made, not
+    when changed)."""
+    space = gym.spaces.MultiDiscrete([2] * len(nvec))
+    space.nvec = np.array(nvec, np.int64)
+    return space
+
+
+class NoEntries(TupleActionEnv):
+    action_space = no_choice([])
+
+
+class ZeroChoices(TupleActionEnv):
+    action_space = no_choice([2, 0])
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ("NoEntries", "the action space MultiDiscrete([]) has no entries: there is no action to choose. "
+                  "Fix: give it at least one entry"),
+    ("ZeroChoices", "entry 1 of the action space MultiDiscrete([2 0]) has 0 choices: a categorical "
+                    "policy cannot choose among none. Fix: give every entry at least one choice"),
+])
+def test_a_multi_discrete_without_choices_exits_2_before_ray_starts(tmp_path, capsys, env, message):
+    path = write(tmp_path, TINY.replace("Pendulum-v1", f"{__name__}.{env}"))
+    assert message in run_exits_2_before_ray_starts(capsys, str(path), "-e", "geppo")
 
 
 def test_a_trial_larger_than_the_machine_exits_2_before_ray_starts(tmp_path, capsys):
