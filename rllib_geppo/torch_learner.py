@@ -312,7 +312,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
         module = self.module[module_id].unwrapped()
         dist_cls = module.get_train_action_dist_cls()
-        new_dist = dist_cls.from_logits(forward_train(module, data[C.OBS])[0])
+        # The policy alone: the distribution it samples from, without the value function's pass.
+        new_inputs = module.forward_exploration({Columns.OBS: data[C.OBS]})[Columns.ACTION_DIST_INPUTS]
+        new_dist = dist_cls.from_logits(new_inputs)
         stats = objective.policy_change_stats(
             logp=new_dist.logp(data[C.ACTIONS]),
             behaviour_logp=data[C.BEHAVIOUR_LOGP],

@@ -60,24 +60,33 @@ def lay_out(segments: Sequence[Segment]) -> dict[str, np.ndarray]:
     """Lay segments end to end, each closed by a phantom row holding s_T (see the module doc).
 
     Phantom rows repeat the segment's last action and version and hold zero reward and log-prob;
-    nothing reads them but the critic's V(s_T).
+    nothing reads them but the critic's V(s_T). Each column is built with one concatenation
+    over all segments (an update lays out the whole store).
     """
     if not segments:
         raise ValueError("no segments to lay out.")
-    columns: dict[str, list[np.ndarray]] = {name: [] for name in C.STORED}
-    for seg in segments:
-        steps = len(seg)
-        actions = _stored(seg.actions)
-        terminateds = np.zeros(steps + 1, dtype=bool)
-        terminateds[steps - 1] = seg.terminated
-        columns[C.OBS].append(_stored(seg.obs))
-        columns[C.ACTIONS].append(np.concatenate([actions, actions[-1:]]))
-        columns[C.REWARDS].append(_closed(seg.rewards, 0.0, np.float32))
-        columns[C.TERMINATEDS].append(terminateds)
-        columns[C.BEHAVIOUR_LOGP].append(_closed(seg.behaviour_logp, 0.0, np.float32))
-        columns[C.VERSION].append(_closed(seg.versions, seg.versions[-1], np.int64))
-        columns[C.LOSS_MASK].append(np.arange(steps + 1) < steps)
-    return {name: np.concatenate(parts) for name, parts in columns.items()}
+    lengths = np.array([len(seg) for seg in segments])
+    ends = np.cumsum(lengths)  # in the steps alone: where each segment's phantom row goes
+    phantoms = ends + np.arange(len(segments))  # in the layout
+    actions = _stored(np.concatenate([np.asarray(seg.actions) for seg in segments]))
+    versions = np.concatenate([np.asarray(seg.versions) for seg in segments]).astype(np.int64)
+    loss_mask = np.ones(int(ends[-1]) + len(segments), dtype=bool)
+    loss_mask[phantoms] = False
+    terminateds = np.zeros_like(loss_mask)
+    terminateds[phantoms[[seg.terminated for seg in segments]] - 1] = True
+    return {
+        C.OBS: _stored(np.concatenate([np.asarray(seg.obs) for seg in segments])),
+        C.ACTIONS: np.insert(actions, ends, actions[ends - 1], axis=0),
+        C.REWARDS: np.insert(_floats(segments, "rewards"), ends, 0.0),
+        C.TERMINATEDS: terminateds,
+        C.BEHAVIOUR_LOGP: np.insert(_floats(segments, "behaviour_logp"), ends, 0.0),
+        C.VERSION: np.insert(versions, ends, versions[ends - 1]),
+        C.LOSS_MASK: loss_mask,
+    }
+
+
+def _floats(segments: Sequence[Segment], name: str) -> np.ndarray:
+    return np.concatenate([np.asarray(getattr(seg, name)) for seg in segments]).astype(np.float32)
 
 
 def join_episodes(segments: Sequence[Segment]) -> list[Segment]:
@@ -142,14 +151,6 @@ def _stored(values) -> np.ndarray:
     discrete actions) in its own dtype."""
     values = np.asarray(values)
     return values.astype(np.float32) if values.dtype.kind == "f" else values
-
-
-def _closed(values: np.ndarray, phantom, dtype) -> np.ndarray:
-    """``values`` followed by the phantom row's entry, as ``dtype``."""
-    out = np.empty(len(values) + 1, dtype=dtype)
-    out[:-1] = values
-    out[-1] = phantom
-    return out
 
 
 def num_steps(layout: dict[str, np.ndarray]) -> int:
