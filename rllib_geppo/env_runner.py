@@ -20,20 +20,26 @@ out of phase (:mod:`rllib_geppo.staggered_starts`).
 It also tallies RLlib's per-step env metrics (the env step timer and the Prometheus count of
 env steps) once per ``sample()`` call instead of on every env step, where they cost 8% of a
 Hopper step with one env (:meth:`GePPOEnvRunner._try_env_step`).
+
+Multi-agent runs sample with `GePPOMultiAgentEnvRunner`: RLlib's, with every step's rewards
+checked. Both report a failed call's error to the driver (:class:`ReportsItsFailure`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 import numpy as np
 import torch
 from ray.rllib.env.env_errors import StepFailedRecreateEnvError
 from ray.rllib.env.env_runner import ENV_STEP_FAILURE, NUM_ENV_STEP_FAILURES_LIFETIME
+from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import ENV_STEP_TIMER
 
+from rllib_geppo.env_checks import reward_problem
 from rllib_geppo.env_runner_pipelines import LEAN_PIPELINES, FusedModuleToEnvPipeline
 from rllib_geppo.staggered_starts import FirstEpisodeLimit, first_episode_limit, num_training_envs
 
@@ -56,7 +62,62 @@ def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = 
     return env_seeds, action_seed
 
 
-class GePPOEnvRunner(SingleAgentEnvRunner):
+class ReportsItsFailure:
+    """For an RLlib EnvRunner run as a remote actor: a call that fails gives the driver its
+    error, and the actor exits at its next call.
+
+    RLlib's ``FaultAwareApply.apply`` logs a failed call's error in the EnvRunner's own log,
+    sleeps ``delay_between_env_runner_restarts_s`` (60 s by default) and exits: the driver
+    learns only that the actor died, and while it sleeps, calls to it time out as if its
+    environment blocked. Here the error goes back at once (a ``RayTaskError`` around it, which
+    RLlib logs and GePPO reports), and the actor exits at its next call as RLlib's would: a
+    health probe (``ping``, which leads to the restart) after the same delay, any other call
+    (``stop``) at once, so that nothing runs on the broken state.
+    """
+
+    _failed = False
+
+    def apply(self, func, *args, **kwargs):
+        if self._failed:
+            self._exit(delay=False)
+        try:
+            return func(self, *args, **kwargs)
+        except Exception:
+            logger.exception("EnvRunner call failed: its error goes to the driver, and this "
+                             "EnvRunner exits at its next call.")
+            self._failed = True
+            raise
+
+    def ping(self) -> str:
+        if self._failed:
+            self._exit(delay=True)
+        return super().ping()
+
+    def _exit(self, *, delay: bool) -> None:
+        if delay and self.config.restart_failed_env_runners:
+            time.sleep(self.config.delay_between_env_runner_restarts_s)
+        sys.exit(1)
+
+
+class GePPOMultiAgentEnvRunner(ReportsItsFailure, MultiAgentEnvRunner):
+    """RLlib's ``MultiAgentEnvRunner``, with every step's rewards checked
+    (:func:`~rllib_geppo.env_checks.reward_problem`): RLlib's episodes would store a reward of
+    ``None`` as 0.0 without a word."""
+
+    def _try_env_step(self, actions):
+        results = super()._try_env_step(actions)
+        if results is not ENV_STEP_FAILURE:
+            for rewards in results[1]:  # one dict per sub-environment
+                problem = reward_problem(rewards)
+                if problem:
+                    raise ValueError(
+                        f"GePPO's EnvRunner: environment {self.config.env!r}: {problem} "
+                        "(RLlib would store 0.0 in its place). Fix the environment: a number for "
+                        "every agent in the reward dict, 0.0 where it earned nothing.")
+        return results
+
+
+class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
     """A ``SingleAgentEnvRunner`` seeded by :func:`sampler_seeds`, with env step metrics tallied
     per ``sample()`` call (see the module doc).
 

@@ -464,11 +464,11 @@ class GePPOConfig(PPOConfig):
             finally:
                 self.minibatch_size = None
         self._warn_on_episode_evaluation_over_envs()
-        if (self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output
-                and not self.is_multi_agent):
-            from rllib_geppo.env_runner import GePPOEnvRunner
+        if self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output:
+            from rllib_geppo.env_runner import GePPOEnvRunner, GePPOMultiAgentEnvRunner
 
-            self.env_runner_cls = GePPOEnvRunner  # RLlib's, with independent seeds (its module doc)
+            # RLlib's, with independent seeds, or with its rewards checked (the module doc).
+            self.env_runner_cls = GePPOMultiAgentEnvRunner if self.is_multi_agent else GePPOEnvRunner
 
     def _warn_on_episode_evaluation_over_envs(self) -> None:
         """RLlib ends an evaluation of N episodes when the first N end across its envs, which keeps
@@ -622,6 +622,17 @@ class LastEnvRunnerError(logging.Handler):
         last, self._last = self._last, None
         return last
 
+    @staticmethod
+    def describe(error: BaseException | None) -> str:
+        """``Type: first line of the message`` of the error an EnvRunner raised (unwrapped from
+        Ray's ``RayTaskError``), for a one-line message; the whole error is chained to it."""
+        if error is None:
+            return "none reported"
+        cause = getattr(error, "cause", None)
+        error = cause if isinstance(cause, BaseException) else error
+        lines = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
     def close(self) -> None:
         logging.getLogger(ACTOR_MANAGER_LOGGER).removeHandler(self)
         super().close()
@@ -742,15 +753,15 @@ class GePPO(PPO):
             error = self._last_env_runner_error
             problem = diagnose_env(self.env_creator, self.config.env_config)
             found = (f"Made in the driver and run with random actions, it shows the problem: {problem}."
-                     if problem else "It runs cleanly in the driver with random actions; the "
-                     "EnvRunners' logs hold their error.")
+                     if problem else "It runs cleanly in the driver with random actions (the "
+                     "EnvRunners' logs hold their tracebacks).")
             raise EnvRunnerFailedError(
                 f"iteration {self.iteration + 1}: {self._failed_samples_in_a_row} samples in a row "
                 f"failed with no env step (RLlib restarted the EnvRunners in between), so "
-                f"environment {self.config.env!r} seems to fail whenever it runs. {found} The last "
-                f"EnvRunner error: "
-                f"{error if error is not None else 'none reported'}. Fix the environment; "
-                "max_failed_samples_in_a_row sets how many such samples stop the run.") from error
+                f"environment {self.config.env!r} seems to fail whenever it runs. The last "
+                f"EnvRunner error: {LastEnvRunnerError.describe(error)}. {found} Fix the "
+                "environment; max_failed_samples_in_a_row sets how many such samples stop the "
+                "run.") from error
 
     def _check_restore_timeout(self) -> None:
         waited = time.monotonic() - self._no_env_step_since
@@ -759,7 +770,7 @@ class GePPO(PPO):
                 f"iteration {self.iteration + 1}: no env step for {waited:.0f} s, and no EnvRunner "
                 "reported an error: the EnvRunners RLlib is restoring do not come back (a restart "
                 "whose environment or constructor fails, or a lost node). The last EnvRunner "
-                f"error: {self._last_env_runner_error or 'none reported'}. The EnvRunners' logs "
+                f"error: {LastEnvRunnerError.describe(self._last_env_runner_error)}. The EnvRunners' logs "
                 "hold the cause; .fault_tolerance(env_runner_restore_timeout_s=...) sets how long "
                 "to wait (RLlib's default: 1,800 s).") from self._last_env_runner_error
 

@@ -648,6 +648,22 @@ def test_an_env_that_blocks_fails_the_run_instead_of_hanging():
         algo.stop()  # returns: the blocked EnvRunner was killed
 
 
+def test_a_failed_env_runner_reports_its_error_at_once_not_a_timeout():
+    """RLlib's EnvRunner sleeps delay_between_env_runner_restarts_s after an error before it
+    exits, so a shorter sample_timeout_s timed out on it as on an env that blocks; GePPO's
+    returns its error at once, and exits at its next call (stop, here, without the delay)."""
+    algo = (config("broken", at=1).env_runners(num_env_runners=1, sample_timeout_s=10)
+            .fault_tolerance(delay_between_env_runner_restarts_s=60)
+            .training(overlap_sampling=False, max_failed_samples_in_a_row=1)).build_algo()
+    try:
+        with pytest.raises(EnvRunnerFailedError, match=r"^iteration 1: .* The last EnvRunner error: "
+                           r"RuntimeError: GePPO's EnvRunner: env\.step\(\) failed with RuntimeError: "
+                           r"the simulator is broken\. .*shows the problem: step\(\) raised"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
 def test_an_env_that_fails_at_every_step_stops_the_run_with_its_error():
     algo = (config("broken", at=1).env_runners(num_env_runners=1)
             .fault_tolerance(delay_between_env_runner_restarts_s=0)
@@ -656,7 +672,8 @@ def test_an_env_that_fails_at_every_step_stops_the_run_with_its_error():
         with pytest.raises(EnvRunnerFailedError, match="2 samples in a row failed with no env step.*"
                            "shows the problem: step\\(\\) raised RuntimeError: the simulator is "
                            "broken \\(at step 1\\)"):
-            for _ in range(8):
+            deadline = time.monotonic() + 300  # a bound on the test (restarts take seconds each)
+            while time.monotonic() < deadline:
                 algo.train()
     finally:
         algo.stop()

@@ -75,6 +75,25 @@ class RareAgentEnv(MultiAgentEnv):
         return self._obs(acting), rewards, {"__all__": done}, {"__all__": False}, {}
 
 
+class NoneReward(MultiAgentCartPole):
+    """Two CartPoles; agent 1's reward is None from env step 5 on."""
+
+    def __init__(self, config=None):
+        super().__init__({"num_agents": 2})
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action_dict):
+        obs, rewards, terminated, truncated, infos = super().step(action_dict)
+        self.t += 1
+        if self.t >= 5 and 1 in rewards:
+            rewards[1] = None
+        return obs, rewards, terminated, truncated, infos
+
+
 def stored_weights(algo: GePPO, module_id: str) -> np.ndarray:
     """The per-sample weight of every stored sample of a module, as the next update weighs it."""
     state = algo.module_state(module_id)
@@ -204,6 +223,30 @@ def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updat
         assert waited
         assert algo.module_state("often").version == algo.policy_version
         assert 0 < rare.version < algo.policy_version  # it skipped the updates it had nothing for
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("num_env_runners", [0, 1])
+def test_a_mapping_to_an_unknown_policy_is_named_at_build(num_env_runners):
+    config = cartpoles({"p0", "p1"}, lambda agent_id, episode, **kwargs: f"p{agent_id + 1}")
+    with pytest.raises(ValueError, match=r"policy_mapping_fn maps agent 1 to policy 'p2', which is "
+                       r"not among the policies \['p0', 'p1'\]\. Fix: return one of those") as failure:
+        config.env_runners(num_env_runners=num_env_runners).build_algo()
+    assert not [entry for entry in failure.traceback if "env_runner" in str(entry.path)]
+
+
+def test_a_none_reward_is_named_not_stored_as_zero():
+    from rllib_geppo.env_checks import diagnose_env
+
+    assert diagnose_env(NoneReward, {}) == "step(): the reward of agent 1 is None, not a number (at step 5)"
+    algo = (cartpoles({"p0", "p1"}, one_per_agent).environment(NoneReward)
+            .env_runners(num_env_runners=0).build_algo())
+    try:
+        with pytest.raises(ValueError, match=r"NoneReward'>: the reward of agent 1 is None, not a "
+                           r"number \(RLlib would store 0\.0 in its place\)\. Fix the environment"):
+            algo.train()
+        assert not algo.module_state("p1").store.batches
     finally:
         algo.stop()
 
