@@ -325,9 +325,13 @@ def test_a_failed_trial_points_to_its_error_file_under_the_storage_path(tmp_path
         (tmp_path / "nan.yaml").write_text(NAN_RUN)
         assert main(["train", "file", str(tmp_path / "nan.yaml"), "--storage-path", str(tmp_path / "r")]) == 1
         summary = capsys.readouterr().out.split("Summary:")[1]
-        error_file = Path(summary.split(" error ")[1].split()[0])
+        error_file = Path(summary.rsplit(" error ", 1)[1].split()[0])
         assert error_file.parent.parent == tmp_path / "r" / "nan" and error_file.name == "error.txt"
         assert "non-finite reward = nan at env step 100" in error_file.read_text()
+        # The error's whole first line, not its first 300 characters.
+        assert re.search(r", rllib_geppo\.geppo\.NonFiniteDataError: Environment 'fault-pendulum' "
+                         r"returned a non-finite reward = nan at env step 100 in episode \w+\. "
+                         r"Nothing .* to drop such episode chunks and go on\., error /", summary), summary
     finally:
         start_ray()
 
@@ -662,6 +666,20 @@ def test_a_failed_env_runner_reports_its_error_at_once_not_a_timeout():
             algo.train()
     finally:
         algo.stop()
+
+
+def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
+    from rllib_geppo.cli.main import error_message
+
+    frames = '  File "geppo.py", line 9, in train\n    raise Error(\n    ^^^^^\n'
+    (tmp_path / "error.txt").write_text(
+        "Failure # 1 (occurred at 2026-01-01_00-00-00)\nray::GePPO.train() (pid=1)\n" + frames
+        + "ValueError: the first failure\nFailure # 2 (occurred at 2026-01-01_00-01-00)\n"
+        "ray::GePPO.train() (pid=2)\n" + frames + "The above exception was the direct cause of:\n\n"
+        + frames + "KeyError: " + "x" * 400 + "\nits second line\n")
+    assert error_message(tmp_path / "missing.txt", tmp_path / "error.txt") == "KeyError: " + "x" * 400
+    (tmp_path / "died.txt").write_text("Failure # 1 (occurred at 2026)\nThe actor died unexpectedly.\n\tpid: 3\n")
+    assert error_message(tmp_path / "died.txt") == "The actor died unexpectedly."
 
 
 def test_an_env_that_fails_at_every_step_stops_the_run_with_its_error():

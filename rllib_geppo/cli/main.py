@@ -198,17 +198,30 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
     return ", ".join(parts)
 
 
-def error_message(*error_files: str | Path | None, limit: int = 300) -> str | None:
-    """The last line of the first readable error file (the exception and its message, below
-    the traceback), cut to ``limit`` characters; None where no file can be read."""
+def error_message(*error_files: str | Path | None) -> str | None:
+    """The error of the trial's last failure, from the first readable error file that holds
+    one: ``module.Type: `` and the first line of its message, whole; None where none does."""
     for path in filter(None, error_files):
         try:
-            lines = [line.strip() for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
+            text = Path(path).read_text(errors="replace")
         except OSError:
             continue
-        if lines:
-            return lines[-1][:limit]
+        message = exception_line(text)
+        if message:
+            return message
     return None
+
+
+def exception_line(error_text: str) -> str | None:
+    """The first line of the last failure's exception in Tune's error file: a ``Failure # n``
+    header per failure, then Ray's traceback (indented frames), then the exception, whose
+    message may go on over more lines. Without a traceback: the failure's first line."""
+    lines = error_text.splitlines()
+    failures = [i for i, line in enumerate(lines) if line.startswith("Failure # ")]
+    lines = lines[failures[-1] + 1:] if failures else lines
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    after = lines[frames[-1] + 1:] if frames else lines
+    return next((line.strip() for line in after if line.strip() and not line[0].isspace()), None)
 
 
 # --------------------------------------------------------------------------------------------
