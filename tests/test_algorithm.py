@@ -255,6 +255,28 @@ def test_cartpole_discrete_actions_train():
         algo.stop()
 
 
+def test_the_scale_preset_trains_with_8_gradient_steps_per_update_and_its_tuned_example_agrees():
+    from pathlib import Path
+
+    from rllib_geppo.cli.experiment_file import load_experiments, resolve_trials
+    from rllib_geppo.presets import SCALE
+
+    [spec] = load_experiments(Path(__file__).parents[1] / "tuned_examples" / "geppo_scale.yaml")
+    for trial in resolve_trials(spec):
+        assert {key: trial[key] for key in SCALE} == SCALE
+    paper = GePPOConfig()
+    assert paper.num_epochs * paper.num_minibatches == 320
+    algo = (GePPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1).debugging(seed=0)
+            .training(train_batch_size_per_learner=256, **SCALE).build_algo())
+    try:
+        results = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(3)]
+    finally:
+        algo.stop()
+    assert [r["num_gradient_steps"] for r in results] == [8, 8, 8]
+    assert all(math.isfinite(r[k]) for r in results for k in METRICS)
+    assert results[0]["policy_lr"] == SCALE["lr"]
+
+
 def test_two_cpu_learners_average_their_gradients_also_with_compile_learner():
     """The learners average their gradients between the compiled part of the step and the
     clip, so with ``compile_learner=True`` both compile and their weights stay identical."""

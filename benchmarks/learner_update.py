@@ -1,0 +1,89 @@
+"""Learner seconds per 1,000 env steps: GePPO's whole update under the paper's settings and with
+fewer, larger gradient steps (the scale preset), side by side.
+
+    python benchmarks/learner_update.py                          # Hopper-v5, n = 1,024
+    python benchmarks/learner_update.py --n 4096 --rounds 5      # a larger batch per iteration
+
+For each setting one Algorithm samples in the driver (``num_env_runners=0``, synchronous) until
+its store is full (M = 4 batches of n new env steps; n / 512 envs, so every env collects 512
+steps per iteration as in the studies), with the compiled gradient step that
+``compile_learner="auto"`` reaches after its first 3,200 gradient steps. Then what every
+iteration's update costs is timed on that store: ``GePPO.update_learner_group`` (the store laid
+out, V-trace targets under pi_k, ``num_epochs`` x ``num_minibatches`` gradient steps, the TV and
+the other statistics), in rounds that alternate between the settings, one CPU thread. The
+median seconds per update over n new env steps, times 1,000, is the learner's seconds per 1,000
+env steps: the most env steps per second a trial can train at, whatever its EnvRunners sample,
+is 1,000 over it.
+
+Settings: the paper's (10 epochs x 32 minibatches: 320 steps), the study's 80 and 20 steps
+(docs/results/learner_steps/README.md) and the preset (``rllib_geppo.presets.SCALE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+
+import ray
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+
+from rllib_geppo import GePPOConfig
+from rllib_geppo.presets import SCALE
+
+SETTINGS = {
+    "paper (320 steps)": {"num_epochs": 10, "num_minibatches": 32},
+    "80 steps": {"num_epochs": 10, "num_minibatches": 8},
+    "20 steps": {"num_epochs": 5, "num_minibatches": 4},
+    "preset (SCALE)": SCALE,
+}
+
+
+def filled(env: str, n: int, setting: dict, *, seed: int = 0):
+    """An Algorithm with ``setting`` whose store is full and whose gradient step is compiled."""
+    algo = (GePPOConfig().environment(env)
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=max(1, n // 512))
+            .training(train_batch_size_per_learner=n, overlap_sampling=False, compile_learner=True,
+                      **setting)
+            .debugging(seed=seed).build_algo())
+    for _ in range(len(algo.nu) + 1):
+        algo.train()
+    return algo
+
+
+def seconds_per_update(algo) -> float:
+    inputs = {DEFAULT_MODULE_ID: algo.update_inputs()}
+    start = time.perf_counter()
+    algo.update_learner_group(inputs)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="Hopper-v5")
+    parser.add_argument("--n", type=int, default=1024, help="new env steps per iteration")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    torch.set_num_threads(1)
+    algos = {name: filled(args.env, args.n, setting) for name, setting in SETTINGS.items()}
+    times: dict[str, list[float]] = {name: [] for name in algos}
+    for _ in range(args.rounds):
+        for name, algo in algos.items():
+            times[name].append(seconds_per_update(algo))
+    paper = statistics.median(times["paper (320 steps)"])
+    print(f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos['paper (320 steps)'].nu)} x n; "
+          f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}")
+    print(f"  {'setting':22s}{'steps/update':>14}{'ms/update':>11}{'s per 1k env steps':>20}{'vs paper':>10}")
+    for name, algo in algos.items():
+        median = statistics.median(times[name])
+        steps = algo.config.num_epochs * algo.update_inputs().minibatches_per_epoch
+        print(f"  {name:22s}{steps:>14}{median * 1e3:>11.1f}{median / args.n * 1e3:>20.4f}{paper / median:>9.1f}x")
+    for algo in algos.values():
+        algo.stop()
+
+
+if __name__ == "__main__":
+    main()
