@@ -631,7 +631,7 @@ class LastEnvRunnerError(logging.Handler):
         cause = getattr(error, "cause", None)
         error = cause if isinstance(cause, BaseException) else error
         lines = str(error).strip().splitlines()
-        return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+        return f"{type(error).__name__}: {lines[0].removesuffix('.')}" if lines else type(error).__name__
 
     def close(self) -> None:
         logging.getLogger(ACTOR_MANAGER_LOGGER).removeHandler(self)
@@ -756,7 +756,8 @@ class GePPO(PPO):
                      if problem else "It runs cleanly in the driver with random actions (the "
                      "EnvRunners' logs hold their tracebacks).")
             raise EnvRunnerFailedError(
-                f"iteration {self.iteration + 1}: {self._failed_samples_in_a_row} samples in a row "
+                f"iteration {self.iteration + 1}: {self._failed_samples_in_a_row} "
+                f"sample{'s' if self._failed_samples_in_a_row > 1 else ''} in a row "
                 f"failed with no env step (RLlib restarted the EnvRunners in between), so "
                 f"environment {self.config.env!r} seems to fail whenever it runs. The last "
                 f"EnvRunner error: {LastEnvRunnerError.describe(error)}. {found} Fix the "
