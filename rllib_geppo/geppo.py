@@ -31,6 +31,7 @@ import functools
 import logging
 import math
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Collection, Sequence
 
@@ -223,6 +224,7 @@ class GePPOConfig(PPOConfig):
         self.compile_learner = "auto"  # torch.compile the minibatch step; "auto": after 3,200 steps
         self.stagger_starts = False  # cut the training envs' first episodes so they go out of phase
         self.max_failed_samples_in_a_row = 3  # then stop with the env's error (RLlib restarts for ever)
+        self.sample_lag = None  # the youngest stored batch's age at an update; None: sampling's (0 or 1)
 
     @override(PPOConfig)
     def training(
@@ -252,6 +254,7 @@ class GePPOConfig(PPOConfig):
         stagger_starts: bool = NotProvided,
         train_batch_size_per_env_runner: int | None = NotProvided,
         max_failed_samples_in_a_row: int = NotProvided,
+        sample_lag: int | None = NotProvided,
         **kwargs,
     ) -> "GePPOConfig":
         """Set training options; GePPO's own are below, RLlib's (``lr``, ``clip_param``,
@@ -335,6 +338,13 @@ class GePPOConfig(PPOConfig):
                 eager on CPU (compiling took 2.6 to 11.7 s on 2 cores) and 3.1x on an H100
                 (docs/speed.md). Where compiling fails the learner runs eagerly and logs one
                 warning. New API stack only.
+            sample_lag: the age, in updates, of the youngest stored batch at every update: the
+                EnvRunners act with the policy that many updates older than the one being
+                updated, as asynchronous EnvRunners would. None (default): what sampling gives,
+                0 synchronous, 1 overlapped; an integer from that up to 16 holds the EnvRunners'
+                weights back by the difference (a research setting, for the price of staleness;
+                a restore syncs the newest weights and the lag builds up again). The weights
+                follow the true ages, as under overlapped sampling.
             stagger_starts: cut the first episode of training env g of G (all EnvRunners'
                 envs) after ``L - round(L * g / G)`` steps, L the env's time limit, so that envs
                 whose episodes all last L steps do not stay in phase
@@ -369,6 +379,19 @@ class GePPOConfig(PPOConfig):
             return bool(self.overlap_sampling)
         return bool(self.sample_reuse and self.num_env_runners >= 1
                     and self.enable_env_runner_and_connector_v2)
+
+    @property
+    def max_sample_lag(self) -> int:
+        """The oldest the youngest stored batch may be at an update, in updates: ``sample_lag``,
+        or 1 if that is 0 or None (after a lost batch the next iteration samples before it
+        updates; with still no batch the update waits: docs/overlapped_sampling.md)."""
+        return max(1, self.sample_lag or 0)
+
+    @property
+    def held_back_updates(self) -> int:
+        """How many updates the EnvRunners' weights trail the newest beyond what sampling
+        gives (``sample_lag`` less 1 with overlapped sampling, less 0 without)."""
+        return 0 if self.sample_lag is None else self.sample_lag - int(self.uses_overlapped_sampling)
 
     @property
     def clip_eps(self) -> float:
@@ -444,8 +467,8 @@ class GePPOConfig(PPOConfig):
                 "GePPO trains feed-forward models only (use_lstm / use_attention): it re-evaluates "
                 "every stored sample under the current policy one sample at a time, without the "
                 "recurrent state and sequence that sample was collected with. Fix: leave "
-                "use_lstm off and stack recent observations instead (RLlib's "
-                "FrameStackingEnvToModule connector, or a gymnasium FrameStackObservation wrapper).")
+                "use_lstm off and stack recent observations in the environment instead "
+                "(rllib_geppo.StackFrames, docs/your_environment.md).")
         self._validate_geppo_settings()
         if self.normalize_actions:
             self._value_error(
@@ -516,6 +539,10 @@ class GePPOConfig(PPOConfig):
         require(isinstance(self.obs_stats_warm_start, bool), "obs_stats_warm_start", "True or False")
         require(isinstance(self.stagger_starts, bool), "stagger_starts", "True or False")
         require(is_count(self.max_failed_samples_in_a_row, 1), "max_failed_samples_in_a_row", "an integer >= 1")
+        base_lag = int(self.uses_overlapped_sampling)
+        require(self.sample_lag is None or (is_count(self.sample_lag, base_lag) and self.sample_lag <= 16),
+                "sample_lag", f"None or an integer from {base_lag} (what "
+                f"{'overlapped' if base_lag else 'synchronous'} sampling gives) to 16")
         require(is_number(self.adam_eps) and self.adam_eps > 0, "adam_eps", "a finite positive number")
         require(is_number(self.vtrace_clip) and self.vtrace_clip > 0, "vtrace_clip", "> 0")
         require(is_number(self.lr) and self.lr > 0, "lr",
@@ -579,10 +606,6 @@ class GePPOConfig(PPOConfig):
 
 #: Checkpoint component holding each trained module's store, adapted lr and running statistics.
 COMPONENT_GEPPO = "geppo"
-#: The oldest the youngest stored batch may be at an update, in iterations (sample lag): 0 is
-#: synchronous sampling's, 1 overlapped sampling's. After a lost batch the next iteration samples
-#: before it updates; with still no batch the update waits (docs/overlapped_sampling.md).
-MAX_SAMPLE_LAG = 1
 #: A batch that changes the reward scale by more than this factor gets a warning.
 REWARD_SCALE_JUMP = 1000.0
 #: The logger through which RLlib reports the errors of remote EnvRunners it tolerates.
@@ -685,6 +708,10 @@ class GePPO(PPO):
         self._no_env_step_since: float | None = None  # time.monotonic() of the first empty sample
         self._last_env_runner_error: BaseException | None = None
         self._env_runner_restarts: dict[tuple[bool, int], int] = {}
+        # The policies the EnvRunners act with next, oldest first (config.sample_lag), from pi_0.
+        self._held_back_policies: deque[dict] = deque(maxlen=config.held_back_updates + 1)
+        if config.held_back_updates:
+            self._held_back_policies.append(self._acting_state())
 
     def module_state(self, module_id: str = DEFAULT_MODULE_ID) -> ModuleState:
         """The store, running statistics and policy lr of a trained module (default: the
@@ -834,7 +861,6 @@ class GePPO(PPO):
             return
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             self.metrics.aggregate(self.update_learner_group(inputs), key=LEARNER_RESULTS)
-        self.record_update(inputs)
         for module_id, module_inputs in inputs.items():
             for key, value in self.store_metrics(module_inputs, module_id).items():
                 self.metrics.log_value((LEARNER_RESULTS, module_id, key), value, window=1)
@@ -845,6 +871,7 @@ class GePPO(PPO):
                 continue
             self.adapt_policy_lr(learner["tv"], module_inputs.clip_eps, module_id=module_id,
                                  complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+        self.record_update(inputs)  # after the metrics, which describe the update as it ran
 
     def record_update(self, module_ids: Collection[str]) -> None:
         """The learners took an update of ``module_ids``, which made pi_k's version + 1: those
@@ -876,11 +903,11 @@ class GePPO(PPO):
 
     def may_update(self, module_id: str = DEFAULT_MODULE_ID, *, quiet: bool = False) -> bool:
         """Whether a module's store holds a batch young enough to update on: none older than
-        ``MAX_SAMPLE_LAG`` iterations is (both API stacks; logs why not unless ``quiet``)."""
+        ``config.max_sample_lag`` updates is (both API stacks; logs why not unless ``quiet``)."""
         store = self.module_state(module_id).store
         if not store.batches:
             return False
-        if self.sample_lag(module_id) > MAX_SAMPLE_LAG:
+        if self.sample_lag(module_id) > self.config.max_sample_lag:
             if not quiet:
                 logger.warning("iteration %d: no new batch arrived for module %r; its update waits "
                                "for one (the youngest stored batch is %d iterations old).",
@@ -911,7 +938,7 @@ class GePPO(PPO):
 
     def sample_lag(self, module_id: str = DEFAULT_MODULE_ID) -> int:
         """Age of a module's youngest stored batch under pi_k, in the module's own updates: 0,
-        or 1 with overlapped sampling."""
+        or 1 with overlapped sampling (``config.sample_lag`` where that is set)."""
         state = self.module_state(module_id)
         return state.store.ages(state.version)[0]
 
@@ -956,21 +983,25 @@ class GePPO(PPO):
         }
 
     def _sync_env_runner_weights(self, *, force: bool = False) -> None:
-        """Give every EnvRunner the learners' current policy and its version, and wait.
+        """Give every EnvRunner the policy it acts with next, with its version, and wait: the
+        learners' newest, pi_k from here on, or with ``sample_lag`` set the one
+        ``config.held_back_updates`` updates older (pi_0 while there is none that old).
 
         RLlib's ``sync_weights`` is fire-and-forget and drops requests to busy actors; GePPO's
         ages need every batch tagged with the policy that really collected it, so the sync here
         is blocking, with ``sample_timeout_s`` as its limit (an EnvRunner stuck in an env's
-        ``step()`` fails the run instead of hanging it). The version sent is pi_k's from here on.
+        ``step()`` fails the run instead of hanging it).
 
         An EnvRunner loads weights only with a version above its own, but takes the version
         anyway. ``force=True`` (after a restore, whose version may be older than the EnvRunners')
         loads them regardless, on the evaluation EnvRunners too: first without a version, which
         RLlib's ``set_state`` always loads, then the version alone.
         """
-        state = self.learner_group.get_state(
-            components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True)[COMPONENT_LEARNER]
-        ref = ray.put({COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]})
+        state = self._acting_state()
+        if force:
+            self._held_back_policies.clear()
+        self._held_back_policies.append(state)
+        ref = ray.put(self._held_back_policies[0])
 
         def sync(runner) -> bool:
             new = ray.get(ref)
@@ -985,6 +1016,12 @@ class GePPO(PPO):
         for group in groups:
             self._wait_on_env_runners(group, sync, "take the new weights")
         self.policy_version = state[WEIGHTS_SEQ_NO]
+
+    def _acting_state(self) -> dict[str, Any]:
+        """The learners' policy as the EnvRunners take it: the inference-only module and its version."""
+        state = self.learner_group.get_state(
+            components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True)[COMPONENT_LEARNER]
+        return {COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
 
     def _wait_on_env_runners(self, group, fn, what: str) -> list:
         """``fn`` on every healthy EnvRunner of ``group`` (and its local one), waiting at most

@@ -16,7 +16,7 @@ from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.rllib.examples.envs.classes.multi_agent.tic_tac_toe import TicTacToe
 
 from rllib_geppo import GePPO, GePPOConfig
-from rllib_geppo.geppo import MAX_SAMPLE_LAG
+MAX_SAMPLE_LAG = GePPOConfig().max_sample_lag
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.learner import OPTIMIZER
 

@@ -115,3 +115,20 @@ def test_checkpoint_restores_with_nothing_lost_or_duplicated(run, tmp_path):
         assert result["learners"][DEFAULT_MODULE_ID]["sample_lag"] == 1
     finally:
         restored.stop()
+
+
+def test_a_sample_lag_holds_the_env_runners_weights_back():
+    """sample_lag=3 under overlapped sampling: the EnvRunners act with the policy 2 updates
+    behind the newest, so every update's youngest batch is 3 old once the lag has built up."""
+    algo = overlapped().training(sample_lag=3).build_algo()
+    try:
+        stats = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(6)]
+        assert [s["sample_lag"] for s in stats] == [0, 1, 2, 3, 3, 3]
+        k = algo.policy_version
+        assert [b.version for b in algo.module_state().store.batches] == [k - 6, k - 5, k - 4, k - 3]
+        expected = {k - 3 - age: 4 * nu for age, nu in enumerate([0.4, 0.3, 0.2, 0.1])}
+        assert algo.update_inputs().weights_by_version == pytest.approx(expected)
+    finally:
+        algo.stop()
+    with pytest.raises(ValueError, match="`sample_lag` must be None or an integer from 1"):
+        overlapped().training(sample_lag=0).validate()
