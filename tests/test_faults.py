@@ -388,9 +388,10 @@ def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_in
         assert main(shlex.split(command)[1:]) == 0  # the marker file: no second crash
         assert capsys.readouterr().err.count("is damaged") == 1  # said once
         results = [json.loads(r) for r in (trial_dir / "result.json").read_text().splitlines()]
-        # Restored from checkpoint_000000 (iteration 1, 128 steps): iteration 2 runs again.
-        assert [r["training_iteration"] for r in results] == [1, 2, 2, 3]
-        assert [r["num_env_steps_sampled_lifetime"] for r in results] == [128, 256, 256, 384]
+        # Restored from checkpoint_000000 (iteration 1, 128 steps): iteration 2 runs again, and
+        # its row replaces the one from before the restore.
+        assert [r["training_iteration"] for r in results] == [1, 2, 3]
+        assert [r["num_env_steps_sampled_lifetime"] for r in results] == [128, 256, 384]
         assert damaged.exists()  # kept for inspection
         assert not payload.exists()
     finally:

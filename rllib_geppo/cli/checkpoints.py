@@ -130,37 +130,58 @@ def complete_checkpoints(checkpoints: list[Path]) -> list[Path]:
 # Resuming from the chosen checkpoints
 
 
+def newest_checkpoints(run_dir: str, folders: list[str]) -> dict[str, Path]:
+    """Each listed trial folder's newest complete checkpoint, where it has one."""
+    newest = {}
+    for folder in folders:
+        checkpoints = complete_checkpoints(checkpoints_of(Path(run_dir, folder)))
+        if checkpoints:
+            newest[folder] = checkpoints[-1]
+    return newest
+
+
 class ResumeFromCheckpoints(Callback):
     """Before Tune starts any trial, registers each listed trial's chosen checkpoint as its
-    newest, with the metrics of the iteration it saved: the trial restores from it (its
-    iteration, steps and state) and goes on. Later checkpoints are numbered after every
+    newest, with the metrics of the iteration it saved: an unfinished trial restores from it
+    (its iteration, steps and state) and goes on; a finished one shows it in the summary.
+    Whichever checkpoint a trial restores from, its later checkpoints are numbered after every
     checkpoint folder on disk, so none is overwritten (a damaged one stays for inspection)."""
 
     def __init__(self, checkpoints: Mapping[str, Path]):
         self.checkpoints = dict(checkpoints)  # trial folder name -> checkpoint folder
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        self._register(trials)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self._register(trials)  # a run whose trials had all finished takes no step
+
+    def _register(self, trials: list) -> None:
         for trial in trials:
             checkpoint = self.checkpoints.pop(Path(trial.path).name, None)
-            if checkpoint is None:
-                continue
-            manager = trial.run_metadata.checkpoint_manager
-            latest = manager.latest_checkpoint_result
-            if latest is not None and Path(latest.checkpoint.path).name == checkpoint.name:
-                continue  # Tune restores from it anyway
-            recorded = {Path(r.checkpoint.path).name: r for r in manager.best_checkpoint_results}
-            result = recorded.get(checkpoint.name) or unrecorded_result(checkpoint)
-            if result is None:
-                log.warning("%s: Tune has no record of this checkpoint and its iteration's result "
-                            "is not in result.json; the trial resumes from the checkpoint Tune "
-                            "names instead.", checkpoint)
-                continue
-            if latest is not None:
-                log.warning("%s: resuming from %s (iteration %s); Tune's experiment state named "
-                            "%s.", Path(trial.path).name, checkpoint.name,
-                            result.metrics.get("training_iteration"), Path(latest.checkpoint.path).name)
-            trial.on_checkpoint(result)
-            trial.storage.current_checkpoint_index = int(checkpoints_of(checkpoint.parent)[-1].name[11:]) + 1
+            if checkpoint is not None:
+                self._use(trial, checkpoint)
+                # The index of the newest folder: the trainable adds one before each save.
+                trial.storage.current_checkpoint_index = int(checkpoints_of(checkpoint.parent)[-1].name[11:])
+
+    def _use(self, trial: Any, checkpoint: Path) -> None:
+        manager = trial.run_metadata.checkpoint_manager
+        latest = manager.latest_checkpoint_result
+        if latest is not None and Path(latest.checkpoint.path).name == checkpoint.name:
+            return  # Tune restores from it anyway
+        recorded = {Path(r.checkpoint.path).name: r for r in manager.best_checkpoint_results}
+        result = recorded.get(checkpoint.name) or unrecorded_result(checkpoint)
+        if result is None:
+            log.warning("%s: Tune has no record of this checkpoint and its iteration's result is "
+                        "not in result.json; the trial resumes from the checkpoint Tune names "
+                        "instead (%s).", checkpoint, Path(latest.checkpoint.path).name if latest
+                        else "none: it starts over")
+            return
+        if trial.status != "TERMINATED":
+            log.warning("%s: resuming from %s (iteration %s); Tune's experiment state named %s.",
+                        Path(trial.path).name, checkpoint.name, result.metrics.get("training_iteration"),
+                        Path(latest.checkpoint.path).name if latest else "no checkpoint")
+        trial.on_checkpoint(result)
 
 
 def unrecorded_result(checkpoint: Path):

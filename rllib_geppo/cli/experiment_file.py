@@ -1,8 +1,8 @@
 """A tuned-example YAML file: reading it, command-line overrides, and validation.
 
 RLlib's old tuned-example format: a mapping of experiment name to `run`, `env`, `stop`, `config`
-and optional `num_samples` and `checkpoint_config`. Everything here runs before Ray starts; bad
-input raises :class:`UserError`, whose message names the file, the key and the fix.
+and optional `num_samples`, `checkpoint_config` and `max_failures`. Everything here runs before
+Ray starts; bad input raises :class:`UserError`, whose message names the file, the key and the fix.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY
 log = logging.getLogger(__name__)
 
 
-EXPERIMENT_KEYS = ("run", "env", "stop", "config", "num_samples", "checkpoint_config")
+EXPERIMENT_KEYS = ("run", "env", "stop", "config", "num_samples", "checkpoint_config", "max_failures")
 # Keys of RLlib's older YAML files that Tune 2.60 no longer takes, with their replacement.
 RETIRED_EXPERIMENT_KEYS = {
     "checkpoint_freq": "checkpoint_config: {checkpoint_frequency: N}",
@@ -112,6 +112,9 @@ class ExperimentSpec:
     config: dict[str, Any]
     num_samples: int = 1
     checkpoint_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Tune's FailureConfig.max_failures: how often a failed trial restarts from its last
+    # checkpoint (-1: always).
+    max_failures: int = 0
     # "config.<key>" / "stop.<key>" -> the command-line option that set it, for error messages.
     origins: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -176,8 +179,13 @@ def _experiment_spec(path: Path, name: str, exp: Any) -> ExperimentSpec:
         config=config,
         num_samples=exp.get("num_samples", 1),
         checkpoint_config=_mapping(exp.get("checkpoint_config"), f"{where}, 'checkpoint_config'"),
+        max_failures=exp.get("max_failures", 0),
     )
     _check_num_samples(spec.num_samples, f"{where}, 'num_samples'")
+    if not _is_int(spec.max_failures, -1):
+        raise UserError(f"{where}, 'max_failures': expected an integer >= -1 (how often a failed "
+                        "trial restarts from its last checkpoint; -1: always), got "
+                        f"{_describe(spec.max_failures)}.")
     return spec
 
 

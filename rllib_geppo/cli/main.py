@@ -2,10 +2,12 @@
 
 Ray 2.60 ships no `rllib` command, so this package provides one that reads RLlib's old
 tuned-example format: a mapping of experiment name to `run`, `env`, `stop`, `config` and optional
-`num_samples` and `checkpoint_config`. Every experiment in a file runs in one Tune run.
+`num_samples`, `checkpoint_config` and `max_failures`. Every experiment in a file runs in one
+Tune run.
 
 Input is validated before anything starts: bad input exits with code 2 and one message naming
-the file, the key and the fix (a `UserError`); a failed trial exits with code 1.
+the file, the key and the fix (a `UserError`); a failed trial exits with code 1, a run stopped
+by Ctrl+C or SIGTERM with 130 or 143 (:mod:`rllib_geppo.cli.interrupt`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import functools
 import logging
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -25,7 +28,7 @@ from typing import Any
 import yaml
 
 
-from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints
+from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints, newest_checkpoints
 from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
     UserError,
@@ -41,11 +44,16 @@ from rllib_geppo.cli.preflight import (
     check_reachable,
     check_resources,
     check_resume,
+    check_token,
+    connection_failure,
     machine_cpus,
 )
+from rllib_geppo.cli.interrupt import GracefulStop, stop_exit_code
 from rllib_geppo.cli.progress import BestReturns, BudgetReporter
-from rllib_geppo.cli.progress_csv import ProgressCSV
-from rllib_geppo.cli.resume import check_run_lock, check_unchanged, run_lock, saved_stops, saved_trials
+from rllib_geppo.cli.result_files import ProgressCSV, ResultJSON
+from rllib_geppo.cli.resume import (
+    check_run_lock, check_unchanged, mark_finished_trials, run_lock, saved_stops, saved_trials,
+)
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
 from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
@@ -102,6 +110,7 @@ def _tune_experiment(spec: ExperimentSpec, run_name: str, storage_path: str) -> 
         stop=spec.stop,
         config=to_algorithm_config(spec.config) if algorithm else spec.config,
         num_samples=spec.num_samples,
+        max_failures=spec.max_failures,
         storage_path=storage_path,
         checkpoint_config=tune.CheckpointConfig(
             **{"checkpoint_at_end": algorithm, **spec.checkpoint_config}
@@ -117,6 +126,7 @@ def _trial_name(experiment: str, trial: Any) -> str:
 def run_experiments(
     specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool,
     best_returns: BestReturns | None = None, resume_from: Mapping[str, Path] | None = None,
+    graceful_stop: GracefulStop | None = None,
 ) -> list:
     """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
 
@@ -142,7 +152,9 @@ def run_experiments(
         # restarts failed trials (e.g. on a lost node) from their last checkpoint.
         resume="AUTO+ERRORED" if resume else False,
         raise_on_failed_trial=False,
-        callbacks=[c for c in (best_returns, resume_from and ResumeFromCheckpoints(resume_from)) if c] + [ProgressCSV()],
+        # GracefulStop last: it asks for a checkpoint after the loggers have written the result.
+        callbacks=[c for c in (best_returns, resume_from and ResumeFromCheckpoints(resume_from),
+                               ResultJSON(), ProgressCSV(), graceful_stop) if c],
     )
 
 
@@ -161,7 +173,7 @@ def ray_session(address: str | None, console: QuietConsole | None = None) -> Ite
     except ConnectionError as e:  # e.g. the cluster went away after check_reachable()
         if address is None:
             raise
-        raise UserError(f"--address {address}: {e}") from None
+        raise UserError(connection_failure(address, e)) from None
     if console is not None:
         console.refresh()  # Ray's logging handlers, created by ray.init
     log.info("Ray resources: %s", ray.cluster_resources())
@@ -172,10 +184,21 @@ def ray_session(address: str | None, console: QuietConsole | None = None) -> Ite
 
 
 def trial_status(trial: Any) -> str:
-    """Tune's status, except that a trial stopped by Ctrl+C (not by its criteria) is INTERRUPTED."""
+    """Tune's status, except that a trial stopped by a signal (not by its criteria) is
+    INTERRUPTED, and one that reached its criteria without sampling an env step has failed."""
     if trial.status == "TERMINATED" and not (trial.last_result or {}).get("done"):
         return "INTERRUPTED"
+    if trial.status == "TERMINATED" and sampled_nothing(trial):
+        return "ERROR"
     return trial.status
+
+
+def sampled_nothing(trial: Any) -> bool:
+    """Whether a trial that samples from environments (not offline data) reported no env step:
+    every sample failed, e.g. an environment that fails whenever it runs, with stop criteria
+    that came before GePPO's ``max_failed_samples_in_a_row``."""
+    offline = trial.config.get("input_", trial.config.get("input", "sampler")) != "sampler"
+    return not offline and (trial.last_result or {}).get(STEPS_KEY) == 0
 
 
 def trial_summary(trial: Any, best: float | None = None) -> str:
@@ -188,6 +211,9 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
         f"env steps {int(steps)}" if steps is not None else "env steps n/a",
         f"checkpoint {trial.checkpoint.path}" if trial.checkpoint else "no checkpoint",
     ]
+    if trial.status == "TERMINATED" and sampled_nothing(trial):
+        parts.append("it sampled no env step: every sample failed (the EnvRunners' errors are "
+                     "above); fix the environment and start a new run")
     if trial.run_metadata.error_filename:
         # Where Tune copied it with the trial's results (error_file is Ray's session folder).
         error_file = Path(trial.path, trial.run_metadata.error_filename)
@@ -310,30 +336,58 @@ def train_file(args: argparse.Namespace) -> int:
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
+    local = "://" not in storage
+    if local:
+        check_run_lock(Path(_join(storage, run_name)))
     resume_from = preflight(args, specs, trials, storage, run_name)
-    if args.resume and "://" not in storage:
+    if args.resume and local:
         specs = resumed_specs(args, specs, trials, _join(storage, run_name))
     elif args.resume:
         log.warning("--resume from %s: Tune reads the run there; the checks of a local run (its "
                     "saved settings, checkpoints and lock) do not apply to remote storage.", storage)
-    local = "://" not in storage
-    if local:
-        check_run_lock(Path(_join(storage, run_name)))
     log.info("%s: %d trial(s) in %d experiment(s); results in %s",
              args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name))
     with quiet_console(not args.verbose) as console, ray_session(args.address, console):
         check_cluster_resources(specs, trials, args.address)
-        best_returns = BestReturns()
-        with run_lock(Path(_join(storage, run_name))) if local else nullcontext():
-            results = run_experiments(specs, run_name, storage, args.resume, best_returns, resume_from)
+        best_returns, stop, nodes_before = BestReturns(), GracefulStop(), dead_nodes()
+        try:
+            with run_lock(Path(_join(storage, run_name))) if local else nullcontext():
+                results = run_experiments(specs, run_name, storage, args.resume, best_returns,
+                                          resume_from, stop)
+        finally:
+            stop.restore()
         print("\nSummary:")
         for trial in results:
             print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
+        lost = {node: ip for node, ip in dead_nodes().items() if node not in nodes_before}
+    return exit_status(args, run_name, results, stop.signal, lost)
+
+
+def exit_status(args: argparse.Namespace, run_name: str, results: Sequence[Any],
+                signum: int | None, lost_nodes: Mapping[str, str]) -> int:
+    """The command's exit status, after the warning that says how to go on: 130 or 143 for a
+    run stopped by Ctrl+C or SIGTERM (:mod:`rllib_geppo.cli.interrupt`), 1 for a failed trial
+    (naming the nodes the cluster lost during the run), else 0."""
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
-        log.warning("Interrupted. Continue with: %s", resume_command(args, run_name))
-        return 130
-    return 1 if "ERROR" in statuses else 0
+        how = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM"}.get(signum, "a signal")
+        log.warning("Stopped by %s. Continue with: %s", how, resume_command(args, run_name))
+        return stop_exit_code(signum) if signum else 130
+    if "ERROR" not in statuses:
+        return 0
+    if lost_nodes:
+        shown = ", ".join(f"{ip} (node {node[:8]})" for node, ip in lost_nodes.items())
+        log.warning("The cluster lost %d node(s) during the run: %s. Failed trials that ran "
+                    "there continue from their last checkpoint, once the cluster has room for "
+                    "them, with: %s", len(lost_nodes), shown, resume_command(args, run_name))
+    return 1
+
+
+def dead_nodes() -> dict[str, str]:
+    """The nodes of the Ray cluster that are no longer alive: node id -> IP address."""
+    import ray
+
+    return {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if not n["Alive"]}
 
 
 def preflight(
@@ -342,18 +396,22 @@ def preflight(
 ) -> dict[str, Path]:
     """The checks that need no Ray: the run to resume and its checkpoints, the cluster's
     address, and (for a local Ray) the trials' CPUs against this machine's. Resources are
-    checked again once Ray runs. Returns the checkpoint each resumed trial continues from.
+    checked again once Ray runs. Returns the checkpoint each resumed trial continues from (and
+    each trial that finished after the run's state was saved shows).
     """
     resume_from: dict[str, Path] = {}
     if args.resume:
-        check_resume(storage, run_name, _join(storage, run_name))
+        run_dir = _join(storage, run_name)
+        check_resume(storage, run_name, run_dir)
+        finished = mark_finished_trials(Path(run_dir)) if "://" not in storage else []
         resume_from = check_run_checkpoints(
-            _join(storage, run_name), resume_command(args, run_name), args.skip_damaged_checkpoints
-        )
+            run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints
+        ) | newest_checkpoints(run_dir, finished)
     elif args.skip_damaged_checkpoints:
         raise UserError("--skip-damaged-checkpoints applies to --resume only.")
     if args.address:
         check_reachable(args.address)
+        check_token(args.address)
     else:
         check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
     return resume_from

@@ -32,6 +32,8 @@ CONNECT_TIMEOUT_S = 5.0
 # Ray's default ports: the GCS of `ray start --head`, and the Ray Client server (ray://).
 GCS_PORT = 6379
 CLIENT_PORT = 10001
+# Ray's switch for token authentication ("token" or "disabled").
+AUTH_MODE = "RAY_AUTH_MODE"
 # The settings behind a trial's resource request, shown when a trial does not fit.
 RESOURCE_KEYS = (
     "num_env_runners", "num_cpus_per_env_runner", "num_gpus_per_env_runner",
@@ -103,6 +105,56 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
             "and that the cluster is up (`ray status` on its head node), or leave out --address "
             "to start a local Ray."
         ) from None
+
+
+def check_token(address: str) -> None:
+    """Raises UserError when the cluster at `address` refuses this process's authentication
+    token: ray.init would retry for about 20 s and say only "Failed to connect".
+
+    Ray turns token authentication on for ``ray start --head`` whenever the machine has a token
+    (``~/.ray/auth_token``, written by any earlier local Ray), but a process joining an explicit
+    address sends one only with ``RAY_AUTH_MODE=token``. Not checked for ``auto`` without
+    ``RAY_AUTH_MODE`` (ray.init then turns the token on itself where this machine has one) or
+    for a Ray Client address (``ray://``).
+    """
+    resolved = resolve_address(address)
+    if resolved is None or resolved.startswith("ray://") or (
+            address == "auto" and AUTH_MODE not in os.environ):
+        return
+    from ray._raylet import GcsClient  # what ray.init connects with
+    from ray.exceptions import AuthenticationError
+
+    try:
+        GcsClient(address=resolved)
+    except AuthenticationError:
+        raise UserError(token_refused(address)) from None
+    except Exception:  # anything else: ray.init reports it
+        return
+
+
+def token_refused(address: str) -> str:
+    """The message for a cluster that refused this process's token, with the fix."""
+    why = ("its token is not the cluster's" if os.environ.get(AUTH_MODE, "").lower() == "token"
+           else f"{AUTH_MODE} is not 'token' here, so it sent none")
+    return (f"--address {address}: the cluster uses Ray's token authentication and refused this "
+            f"process: {why}. Set {AUTH_MODE}=token and the cluster's token (RAY_AUTH_TOKEN=<token>, "
+            "or the file ~/.ray/auth_token) where you run this command, as on the cluster's nodes.")
+
+
+def connection_failure(address: str, error: BaseException) -> str:
+    """ray.init's ConnectionError, with the reason Ray chained to it (its own message is only
+    "Failed to connect to Ray cluster at ...")."""
+    reasons = []
+    cause = error.__cause__ or error.__context__
+    while cause is not None:
+        reasons.append(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    text = "\n".join(reasons)
+    if "InvalidAuthToken" in text or "AuthenticationError" in text:
+        return token_refused(address)
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), None)
+    return f"--address {address}: {error}" + (f" ({last})" if last else "") + (
+        ". Check that the cluster is up (`ray status` on its head node).")
 
 
 # --------------------------------------------------------------------------------------------

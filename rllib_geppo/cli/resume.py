@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
@@ -26,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rllib_geppo.checkpoint_manifest import write_json_atomically
 from rllib_geppo.cli.experiment_file import UserError, parse_assignment
+
+log = logging.getLogger(__name__)
 
 #: The lock file a running run keeps in its folder.
 LOCK = ".rllib_geppo_run.lock"
@@ -65,6 +69,52 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
             "it is damaged, e.g. cut short by a full disk, and Tune would start the run over. "
             "Free space, then start a new run (leave out --resume, or pass another --name); the "
             "trials' checkpoints and results in that folder stay as they are.") from None
+
+
+def mark_finished_trials(run_dir: Path) -> list[str]:
+    """Trials that finished after the run's state was last saved (it lags: after a SIGKILL it
+    may still hold them running), marked finished in that state, so that ``--resume`` leaves
+    them as they are instead of restoring them and training on. A trial finished if the last
+    row of its ``result.json`` (which is never behind its checkpoints,
+    :mod:`rllib_geppo.cli.result_files`) has Tune's ``done``; that row becomes its last result.
+    Only JSON is read and written, nothing unpickled; the state file is replaced atomically.
+    Returns the finished trials' folders.
+    """
+    if not saved_trials(run_dir):  # raises UserError where the state cannot be read
+        return []
+    states = sorted(run_dir.glob("experiment_state-*.json"))
+    state = json.loads(states[-1].read_text())
+    finished = []
+    for entry in state["trial_data"]:
+        trial, metadata = json.loads(entry[0]), json.loads(entry[1])
+        if trial["status"] in ("TERMINATED", "ERROR"):
+            continue
+        last = last_result(run_dir / trial["relative_logdir"] / "result.json")
+        if not (last or {}).get("done"):
+            continue
+        trial["status"] = "TERMINATED"
+        metadata["last_result"] = last
+        entry[0], entry[1] = json.dumps(trial, indent=2), json.dumps(metadata)
+        finished.append(trial["relative_logdir"])
+        log.info("%s finished (iteration %s) after the run's state was saved; it stays finished.",
+                 trial["custom_trial_name"], last.get("training_iteration"))
+    if finished:
+        write_json_atomically(states[-1], state)
+    return finished
+
+
+def last_result(result_file: Path) -> dict | None:
+    """The last whole row of a trial's ``result.json``, or None."""
+    try:
+        lines = result_file.read_text(errors="replace").split("\n")[:-1]  # less a line cut short
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
 
 
 def check_unchanged(trials: Sequence[SavedTrial], experiments: Sequence[str], config: Sequence[str],

@@ -1,0 +1,108 @@
+"""Ctrl+C and SIGTERM (``kill``, ``timeout``, ``docker stop``, a batch scheduler's preemption):
+each running trial ends its current iteration and saves a checkpoint, then the run stops.
+
+Tune's own handling of Ctrl+C stops the trials at once, with no checkpoint, and Ray's handler
+of SIGTERM dumps stacks and exits with no summary. :class:`GracefulStop` handles both alike:
+at the first signal it asks every running trial for a checkpoint at its next result, and once
+each has saved one (or ended), it ends Tune's run as Tune's own Ctrl+C handler does: the run's
+state is saved, the summary printed, and ``rllib train file`` exits with
+:func:`stop_exit_code` (130 for SIGINT, 143 for SIGTERM) after printing the command that
+resumes the run. A second signal ends the run at once, losing the iterations in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import Any, Callable
+
+from ray.tune import Callback
+from ray.tune.result import SHOULD_CHECKPOINT
+
+log = logging.getLogger(__name__)
+
+#: The signals handled, as a shell reports a process they ended.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_exit_code(signum: int) -> int:
+    """The exit status of a run stopped by ``signum``: 128 + its number, as shells report."""
+    return 128 + signum
+
+
+class GracefulStop(Callback):
+    """Handles SIGINT and SIGTERM while Tune runs (see the module docstring).
+
+    Its handlers are installed when Tune sets up its callbacks (after Tune installs its own
+    SIGINT handler, which this one calls to end the run) and stay until :meth:`restore`.
+    Pass it last among the callbacks: it marks a result for a checkpoint after the loggers have
+    written it.
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None  # the first stop signal received
+        self._end_tune: Callable | None = None
+        self._originals = {sig: signal.getsignal(sig) for sig in SIGNALS}
+        self._asked = False  # a signal came; the trials to wait for are chosen at the next step
+        self._waiting: set = set()  # running trials that have not saved since
+
+    def setup(self, **info: Any) -> None:
+        self._end_tune = signal.getsignal(signal.SIGINT)
+        for sig in SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        """The signal handlers from before the run."""
+        for sig, handler in self._originals.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signal is not None:
+            log.warning("%s again: stopping now; the iterations in progress are lost.", name)
+            self._end()
+            return
+        self.signal, self._asked = signum, True
+        log.warning("%s: each running trial ends its iteration and saves a checkpoint, then the "
+                    "run stops (send %s again to stop now).", name,
+                    "Ctrl+C" if signum == signal.SIGINT else name)
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if not self._asked:
+            return
+        self._asked = False
+        self._waiting = {t for t in trials if t.status == "RUNNING" and _saves(t)}
+        self._end_if_saved()
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        if trial in self._waiting:
+            result[SHOULD_CHECKPOINT] = True  # Tune saves after this result
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def _done(self, trial: Any) -> None:
+        if trial in self._waiting:
+            self._waiting.discard(trial)
+            self._end_if_saved()
+
+    def _end_if_saved(self) -> None:
+        if not self._waiting:
+            self._end()
+
+    def _end(self) -> None:
+        """Ends Tune's run loop as Tune's Ctrl+C handler does (the run's state is saved)."""
+        if callable(self._end_tune):
+            self._end_tune(signal.SIGINT, None)
+        self._end_tune = None
+
+
+def _saves(trial: Any) -> bool:
+    """Whether the trial saves checkpoints (an RLlib algorithm; not a function trainable)."""
+    return bool(trial.checkpoint_at_end or trial.checkpoint_freq)
