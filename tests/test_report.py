@@ -345,6 +345,94 @@ def test_a_variant_in_two_pools_is_a_clear_error(tmp_path: Path, caplog):
     assert "'split-a' is in both 'p' and 'q'" in caplog.text
 
 
+def _log_config(trial: Path, config: dict) -> None:
+    """Put ``config`` into every result line, as Tune logs the trial's whole config."""
+    lines = [json.loads(line) | {"config": config}
+             for line in (trial / "result.json").read_text().splitlines()]
+    (trial / "result.json").write_text("\n".join(map(json.dumps, lines)) + "\n")
+
+
+def _sweep(root: Path, settings: dict[str, dict], seeds=(0, 1)) -> None:
+    """GePPO trials per named settings and seed, R = 0.1 s + 100 * (seed + index of the
+    settings): each settings' avg is 650 + 100 * index."""
+    for index, (name, params) in enumerate(settings.items()):
+        for seed in seeds:
+            write_trial(root / name, "GePPO", "Hopper-v5", seed, GEPPO | params, PPO_STEPS,
+                        linear(0.1, 100 * (seed + index), PPO_STEPS), 500)
+
+
+def test_trials_that_differ_in_a_setting_besides_the_seed_are_never_pooled(tmp_path: Path):
+    """A 2 lr x 2 seed sweep is two rows of two seeds, each labelled with its lr."""
+    _sweep(tmp_path, {"slow": {"lr": 3e-4}, "fast": {"lr": 1e-3}})
+    out = tmp_path / "out"
+    assert run_cli(tmp_path, "--out", out) == 0
+    rows = read_rows(out)
+    assert set(rows) == {("Hopper-v5", "GePPO lr=0.0003"), ("Hopper-v5", "GePPO lr=0.001")}
+    assert [as_float(rows["Hopper-v5", f"GePPO lr={lr}"], "avg") for lr in ("0.0003", "0.001")] == \
+        pytest.approx([650, 750])
+    with (out / "trials.csv").open() as handle:
+        seeds = sorted((r["variant"], r["seed"]) for r in csv.DictReader(handle))
+    assert seeds == [("GePPO lr=0.0003", "0"), ("GePPO lr=0.0003", "1"),
+                     ("GePPO lr=0.001", "0"), ("GePPO lr=0.001", "1")]
+
+
+def test_a_default_against_a_command_line_override_is_two_rows(tmp_path: Path):
+    """The quickstart run twice, once with ``-c lr=1e-3``: params.json holds only what the run
+    file set, the config logged with the results the rest; both seed 0."""
+    for name, params in (("default", {}), ("override", {"lr": 1e-3})):
+        trial = write_trial(tmp_path / name, "GePPO", "Pendulum-v1", 0, params, PPO_STEPS,
+                            linear(0.1, 0, PPO_STEPS), 500)
+        _log_config(trial, {**GEPPO, "lr": 3e-4, "seed": 0, "model_config": {},
+                            "policy_mapping_fn": f"<function f at 0x7f{len(name)}>"})
+    assert sorted(t.variant for t in report.load_trials([tmp_path])) == [
+        "GePPO lr=0.0003", "GePPO lr=0.001"]
+
+
+def test_settings_a_trial_does_not_record_are_no_difference(tmp_path: Path):
+    """Results written before a setting existed lack it; a mapping's missing entry is its
+    default, and nested settings are named by their path."""
+    _sweep(tmp_path, {"old": {}, "new": {"sample_lag": None}})
+    assert {t.variant for t in report.load_trials([tmp_path])} == {"GePPO"}
+    _sweep(tmp_path / "more", {"wide": {"model_config": {"fcnet_hiddens": [64, 64]}},
+                               "plain": {"model_config": {}}}, seeds=(5,))
+    assert {t.variant for t in report.load_trials([tmp_path / "more"])} == {
+        "GePPO model_config/fcnet_hiddens=[64,64]", "GePPO model_config/fcnet_hiddens=default"}
+
+
+def test_group_by_named_settings_pools_the_others_with_a_warning(tmp_path: Path, caplog):
+    _sweep(tmp_path, {"a": {"lr": 3e-4, "num_epochs": 5}, "b": {"lr": 3e-4, "num_epochs": 10},
+                      "c": {"lr": 1e-3, "num_epochs": 5}})
+    out = tmp_path / "out"
+    assert run_cli(tmp_path, "--group-by", "lr", "--out", out) == 0
+    rows = read_rows(out)
+    assert {variant: as_float(row, "seeds") for (_, variant), row in rows.items()} == {
+        "GePPO lr=0.0003": 4, "GePPO lr=0.001": 2}
+    assert "Hopper-v5 / GePPO: --group-by lr pools trials that differ in num_epochs" in caplog.text
+    # Pooling by hand instead: a label with a list in it is one member of the pool.
+    _sweep(tmp_path / "nets", {"a": {"model_config": {"fcnet_hiddens": [64, 64]}},
+                               "b": {"model_config": {"fcnet_hiddens": [32]}}})
+    assert run_cli(tmp_path / "nets", "--out", out, "--pool", "nets=GePPO model_config/"
+                   "fcnet_hiddens=[64,64],GePPO model_config/fcnet_hiddens=[32]") == 0
+    assert as_float(read_rows(out)["Hopper-v5", "nets"], "seeds") == 4
+
+
+def test_grouping_by_a_setting_no_trial_has_is_a_clear_error(tmp_path: Path, caplog, capsys):
+    _sweep(tmp_path, {"slow": {"lr": 3e-4}, "fast": {"lr": 1e-3}})
+    assert run_cli(tmp_path, "--group-by", "lr,nmu_epochs", "--out", tmp_path / "out") == 2
+    assert ("--group-by lr,nmu_epochs: no trial records the setting 'nmu_epochs' (settings that "
+            "differ between trials: lr; or use variant / experiment)") in caplog.text
+    with pytest.raises(SystemExit):
+        run_cli(tmp_path, "--group-by", "experiment,lr")
+    assert "expected variant or experiment alone, or setting names" in capsys.readouterr().err
+
+
+def test_a_baseline_split_by_its_settings_is_named(tmp_path: Path, caplog):
+    _sweep(tmp_path, {"slow": {"lr": 3e-4}, "fast": {"lr": 1e-3}})
+    assert run_cli(tmp_path, "--baseline", "GePPO", "--out", tmp_path / "out") == 0
+    assert ("--baseline GePPO: its trials differ in settings and form the rows "
+            "'GePPO lr=0.0003', 'GePPO lr=0.001'") in caplog.text
+
+
 def test_a_malformed_pool_is_a_usage_error(tmp_path: Path, capsys):
     with pytest.raises(SystemExit):
         run_cli(tmp_path, "--pool", "split")
@@ -520,9 +608,11 @@ def test_report_reads_a_real_tune_run(ray_session, tmp_path: Path):
     from ray import tune
     from ray.rllib.algorithms.ppo import PPOConfig
 
+    """A 2 lr x 2 seed sweep: two rows of two seeds, nothing else in Tune's records told apart."""
     batch = 256
     config = (PPOConfig().environment("Pendulum-v1").env_runners(num_env_runners=0)
-              .training(train_batch_size_per_learner=batch, minibatch_size=64, num_epochs=1)
+              .training(train_batch_size_per_learner=batch, minibatch_size=64, num_epochs=1,
+                        lr=tune.grid_search([1e-4, 1e-3]))
               .debugging(seed=tune.grid_search([0, 1])))
     tuner = tune.Tuner("PPO", param_space=config, run_config=tune.RunConfig(
         storage_path=str(tmp_path / "results"), name="pendulum",
@@ -530,9 +620,11 @@ def test_report_reads_a_real_tune_run(ray_session, tmp_path: Path):
     assert not tuner.fit().errors
     out = tmp_path / "out"
     assert run_cli(tmp_path / "results", "--out", out) == 0
-    row = read_rows(out)["Pendulum-v1", "RLlib PPO"]
-    assert (as_float(row, "seeds"), as_float(row, "budget")) == (2, 2 * batch)
-    assert np.isfinite(as_float(row, "final")) and as_float(row, "env_steps_per_s") > 0
+    rows = read_rows(out)
+    assert set(rows) == {("Pendulum-v1", "RLlib PPO lr=0.0001"), ("Pendulum-v1", "RLlib PPO lr=0.001")}
+    for row in rows.values():
+        assert (as_float(row, "seeds"), as_float(row, "budget")) == (2, 2 * batch)
+        assert np.isfinite(as_float(row, "final")) and as_float(row, "env_steps_per_s") > 0
     assert "n/a" in (out / "table.md").read_text()  # no GePPO-code PPO baseline in this run
     assert_png(out / "returns.png")
     assert not (out / "tv.png").exists()  # RLlib's PPO logs no TV

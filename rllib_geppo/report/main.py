@@ -7,6 +7,11 @@ any trial logged it, ``tv.png``. With ``--paper``, ``table.md`` opens with the p
 beside ours (also in ``paper.csv``) and the return curves mark the paper's final returns
 (:mod:`rllib_geppo.report.paper`).
 
+Trials of one environment and variant that differ in any setting other than the seed are
+never averaged as seeds of one: each set is a row of its own, labelled with the settings it
+differs in ("GePPO lr=0.001"; :mod:`rllib_geppo.report.settings`). ``--group-by`` chooses the
+settings instead, and ``--pool`` joins rows on purpose.
+
 Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
 ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without
 it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO",
@@ -25,6 +30,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from rllib_geppo.report import paper as report_paper
+from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report import stats
 from rllib_geppo.result_keys import (
     EVALUATION_PREFIX,
@@ -57,12 +64,16 @@ from rllib_geppo.report.plots import (
     tv_figure,
 )
 from rllib_geppo.report.paper import PaperRow
+from rllib_geppo.report.settings import Settings
 from rllib_geppo.report.stats import Array, Row, Run
 
 logger = logging.getLogger(__name__)
 
 #: Table and legend order; variants not listed follow in name order.
 VARIANT_ORDER = ("GePPO", "GePPO overlapped", "PPO", "PPO-Adapt", "SB3 PPO", "RLlib PPO")
+#: ``--group-by`` values that label trials by variant or experiment, then by every setting
+#: their trials differ in; any other value names the settings to label by.
+BASE_LABELS = ("variant", "experiment")
 EXIT_BAD_INPUT = 2
 
 
@@ -82,6 +93,7 @@ class Trial:
     tv: Array | None  # per iteration, aligned with run.steps; NaN where not logged
     tv_target: Array | None
     problem: str | None  # why it cannot be averaged in whatever the budget (crash, no results)
+    settings: Settings = Settings({}, frozenset())  # its config, flattened (report.settings)
 
 
 @dataclass(frozen=True)
@@ -302,17 +314,63 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
         tv=_optional_series(results, TV_KEY, OLD_STACK_PREFIX + "tv"),
         tv_target=_optional_series(results, TV_TARGET_KEY, OLD_STACK_PREFIX + "tv_target"),
         problem=_problem(trial_dir, record.get("status"), params, results, run.returns, return_key),
+        settings=report_settings.settings_of(logged if isinstance(logged, dict) else {}, params),
     )
 
 
 def load_trials(paths: Sequence[Path], return_key: str = RETURN_KEY,
                 group_by: str = "variant") -> list[Trial]:
-    """All trials under the paths. Raises ReportError when no trial has usable results."""
-    trials = [load_trial(d, return_key, group_by) for d in find_trial_dirs(paths)]
+    """All trials under the paths, labelled by ``group_by`` (:func:`label_by_settings`).
+
+    Raises ReportError when no trial has usable results, or ``group_by`` names a setting no
+    trial records.
+    """
+    base = group_by if group_by in BASE_LABELS else "variant"
+    trials = [load_trial(d, return_key, base) for d in find_trial_dirs(paths)]
     if all(t.problem for t in trials):
         listing = "; ".join(f"{t.path}: {t.problem}" for t in trials)
         raise ReportError(f"no trial with results under {', '.join(map(str, paths))} ({listing})")
-    return trials
+    return label_by_settings(trials, None if group_by in BASE_LABELS else _setting_names(group_by))
+
+
+def _setting_names(group_by: str) -> list[str]:
+    return [name.strip() for name in group_by.split(",") if name.strip()]
+
+
+def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None) -> list[Trial]:
+    """Split each environment's trials of one label by the settings they differ in, the seed
+    aside, and name those settings in the label ("GePPO lr=0.001"): different settings are
+    never seeds of one row.
+
+    ``keys``: label by these settings alone (each where its trials differ in it); trials that
+    differ in other settings are then pooled on purpose, with a warning naming them.
+
+    Raises ReportError for a key no trial records.
+    """
+    if keys is not None:
+        recorded = set().union(*(t.settings.values.keys() | t.settings.recorded for t in trials))
+        if missing := [k for k in keys if not any(_under(r, [k]) for r in recorded)]:
+            varied = report_settings.varied([t.settings for t in trials])
+            raise ReportError(f"--group-by {','.join(keys)}: no trial records the setting "
+                              f"{', '.join(map(repr, missing))} (settings that differ between "
+                              f"trials: {', '.join(varied) or 'none'}; or use "
+                              f"{' / '.join(BASE_LABELS)})")
+    labelled = []
+    for (env, base), group in _group(trials, lambda t: (t.env, t.variant)).items():
+        varied = report_settings.varied([t.settings for t in group])
+        chosen = varied if keys is None else [v for v in varied if _under(v, keys)]
+        labelled += [dataclasses.replace(t, variant=report_settings.label(base, t.settings, chosen))
+                     for t in group]
+        if pooled := [v for v in varied if v not in chosen]:
+            logger.warning("%s / %s: --group-by %s pools trials that differ in %s", env, base,
+                           ",".join(keys or ()), ", ".join(pooled))
+    return labelled
+
+
+def _under(setting: str, keys: Sequence[str]) -> bool:
+    """Whether ``setting`` is one of ``keys`` or inside one ("model_config/fcnet_hiddens" is
+    inside "model_config")."""
+    return any(setting == k or setting.startswith(k + "/") for k in keys)
 
 
 # ----------------------------------------------------------------------------- selecting trials
@@ -477,9 +535,20 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
     if not report.rows:
         raise ReportError("no trial reaches the budget in any environment: "
                           + "; ".join(f"{f.trial.path}: {f.reason}" for f in flags))
+    _warn_split_baseline(report.rows, baseline)
     if paper:
         report.paper_rows.extend(_paper_rows(report.rows))
     return report
+
+
+def _warn_split_baseline(rows: Sequence[Row], baseline: str) -> None:
+    """Warn where the baseline's trials differ in settings, so that no row is the baseline."""
+    labels = {r.variant for r in rows}
+    split = sorted(label for label in labels if label.startswith(baseline + " "))
+    if baseline not in labels and split:
+        logger.warning("--baseline %s: its trials differ in settings and form the rows %s; "
+                       "name one with --baseline, or join them with --pool", baseline,
+                       ", ".join(map(repr, split)))
 
 
 def _paper_rows(rows: Sequence[Row]) -> list[PaperRow]:
@@ -605,7 +674,8 @@ def render_markdown(report: Report) -> str:
         f"Return: `{report.return_key}`{_return_description(report.return_key)}. "
         "Curves are aligned on env steps; *avg* is the mean of the "
         "curve over training, *final* its value at the budget; ± is the standard error over "
-        "seeds. "
+        "seeds. Trials that differ in a setting other than the seed are separate rows, labelled "
+        "with the settings they differ in. "
         f"Improvements are relative to {base}, in % and in standard errors of the difference "
         f"(s.e.; within ±1, no winner); *steps to {base} final* is where the mean curve "
         f"first reaches {base}'s final return; times are training wall time; *return at T* is "
@@ -688,10 +758,20 @@ def write_report(report: Report, out: Path) -> list[Path]:
 # ----------------------------------------------------------------------------- command line
 
 
+def _group_by(text: str) -> str:
+    """Parse ``variant``, ``experiment`` or ``SETTING,SETTING,...``."""
+    if not _setting_names(text) or (text not in BASE_LABELS
+                                    and set(_setting_names(text)) & set(BASE_LABELS)):
+        raise argparse.ArgumentTypeError(f"expected {' or '.join(BASE_LABELS)} alone, or "
+                                         f"setting names such as lr,num_epochs; got {text!r}")
+    return text.strip()
+
+
 def _pool(text: str) -> tuple[str, tuple[str, ...]]:
-    """Parse ``LABEL=VARIANT,VARIANT,...``."""
+    """Parse ``LABEL=VARIANT,VARIANT,...`` (commas inside brackets, as in a label's
+    ``fcnet_hiddens=[64,64]``, do not split)."""
     def members(value: str) -> tuple[str, ...]:
-        names = tuple(m.strip() for m in value.split(",") if m.strip())
+        names = tuple(m.strip() for m in re.split(r",(?![^\[]*\])", value) if m.strip())
         if not names:
             raise ValueError(value)
         return names
@@ -746,9 +826,14 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default="PPO",
                         help="variant the others are compared with (default: PPO, i.e. GePPO "
                              "with sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)")
-    parser.add_argument("--group-by", choices=("variant", "experiment"), default="variant",
+    parser.add_argument("--group-by", type=_group_by, default="variant",
+                        metavar="variant|experiment|SETTING,...",
                         help="label trials by algorithm variant (default) or by the YAML "
-                             "experiment they ran in, for ablations")
+                             "experiment they ran in, each followed by every setting their "
+                             "trials differ in besides the seed (e.g. 'GePPO lr=0.001'); or by "
+                             "variant and the named settings alone (e.g. lr,num_epochs; "
+                             "model_config covers its entries), pooling trials that differ in "
+                             "others")
     parser.add_argument("--pool", type=_pool, action="append", default=[],
                         metavar="LABEL=VARIANT,...",
                         help="report these variants as one, labelled LABEL, their trials "
