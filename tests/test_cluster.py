@@ -1,13 +1,22 @@
-"""Multi-node behaviour on a simulated cluster (ray.cluster_utils.Cluster: two raylets, one host).
+"""Multi-node behaviour on a simulated cluster (ray.cluster_utils.Cluster: raylets on one host).
 
 A head node with 1 CPU and a worker node with 2 CPUs and a custom resource `worker_node`:
 EnvRunners spread over both nodes, a custom resource pins them, a Tune sweep of two trials
-completes, and `rllib train file --address` joins the cluster instead of starting its own Ray.
+completes; a trial whose node is lost is retried (`max_failures`), then fails naming the lost
+node and the command that resumes it. And the cluster commands of docs/cluster_and_gpu.md as
+written (`ray start`, token authentication), which `rllib train file --address` joins.
 """
 
+import csv
 import json
+import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +26,7 @@ from ray.cluster_utils import Cluster
 from ray.tune.registry import get_trainable_cls
 
 import rllib_geppo  # noqa: F401  (registers "GePPO" with Tune)
+from rllib_geppo.checkpoint_manifest import read_manifest
 
 ALGO = "GePPO"  # The tests use only generic settings: any RLlib algorithm name works here.
 ENV = "Pendulum-v1"
@@ -99,24 +109,126 @@ def test_tune_sweep_of_two_trials_completes(cluster, tmp_path):
     assert all(r.metrics["num_env_steps_sampled_lifetime"] > 0 for r in results)
 
 
-def test_cli_with_address_joins_the_cluster(cluster, tmp_path):
-    yaml_file = tmp_path / "on_cluster.yaml"
-    yaml_file.write_text(
-        f"""
-on-cluster:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_documented_commands_start_a_cluster_that_the_cli_joins_with_its_token(tmp_path):
+    """docs/cluster_and_gpu.md's commands as written, head and worker on this machine (with a
+    temp dir and ports of their own besides, so as not to meet another Ray here), in a home
+    folder of their own; `rllib train file --address` joins that cluster instead of starting a
+    Ray, and without the token it exits at once, saying why."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
+    env["HOME"] = str(tmp_path)
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay short
+    own = [f"--temp-dir={temp_dir}", "--num-cpus=1", f"--dashboard-agent-listen-port={free_port()}",
+           "--disable-usage-stats"]
+    port, started = free_port(), []
+    try:
+        token = subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        cluster_env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+        for command in ([ray_cli, "start", "--head", f"--port={port}", f"--dashboard-port={free_port()}"],
+                        [ray_cli, "start", f"--address=127.0.0.1:{port}"]):
+            started.append(subprocess.Popen([*command, *own], env=cluster_env, start_new_session=True,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            assert started[-1].wait(timeout=120) == 0, started[-1].stdout.read()[-3000:]
+        yaml_file = tmp_path / "on_cluster.yaml"
+        yaml_file.write_text(
+            f"on-cluster:\n  run: {ALGO}\n  env: {ENV}\n  stop: {{training_iteration: 1}}\n"
+            "  config: {train_batch_size_per_learner: 200, num_epochs: 1, num_env_runners: 0}\n")
+        rllib = [sys.executable, "-m", "rllib_geppo", "train", "file", str(yaml_file), "--storage-path",
+                 str(tmp_path / "results")]
+        # A token in ~/.ray/auth_token, but RAY_AUTH_MODE not set: no token is sent.
+        refused = subprocess.run([*rllib, "--address", f"127.0.0.1:{port}"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert refused.stderr.strip().splitlines()[-1] == (
+            f"python -m rllib_geppo: error: --address 127.0.0.1:{port}: the cluster uses Ray's token "
+            "authentication and refused this process: RAY_AUTH_MODE is not 'token' here, so it sent "
+            "none. Set RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN=<token>, or the "
+            "file ~/.ray/auth_token) where you run this command, as on the cluster's nodes.")
+        joined = subprocess.run([*rllib, "--address", "auto"], capture_output=True, text=True,
+                                env={**cluster_env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, timeout=240)
+        assert joined.returncode == 0, joined.stderr[-3000:]
+        assert "'CPU': 2.0" in joined.stderr  # both nodes; a Ray of its own would have this machine's
+        (result_file,) = Path(tmp_path, "results", "on_cluster").glob("on-cluster_*/result.json")
+        assert json.loads(result_file.read_text().splitlines()[-1])["training_iteration"] == 1
+    finally:
+        for proc in started:  # each `ray start` left its Ray processes in its process group
+            os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+# One trial, on a node of its own (the only one with a "doomed" resource), retried once.
+ON_A_LOST_NODE = f"""
+on-a-node:
   run: {ALGO}
-  env: {ENV}
-  stop: {{training_iteration: 1}}
-  config: {{train_batch_size_per_learner: 300, num_epochs: 1, num_env_runners: 1}}
+  env: CartPole-v1
+  stop: {{training_iteration: 1000}}
+  max_failures: 1
+  checkpoint_config: {{checkpoint_frequency: 1}}
+  config:
+    train_batch_size_per_learner: 64
+    num_epochs: 1
+    num_minibatches: 2
+    num_env_runners: 0
+    num_envs_per_env_runner: 1
+    custom_resources_for_main_process: {{doomed: 1}}
 """
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "rllib_geppo", "train", "file", str(yaml_file),
-         "--address", cluster.address, "--storage-path", str(tmp_path / "results")],
-        capture_output=True, text=True, timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    # Its own local Ray would have 2 CPUs and no worker_node resource.
-    assert f"'{WORKER_RESOURCE}': 2.0" in proc.stderr and "'CPU': 3.0" in proc.stderr
-    (result_file,) = Path(tmp_path, "results", "on_cluster").glob("on-cluster_*/result.json")
-    assert json.loads(result_file.read_text().splitlines()[-1])["training_iteration"] == 1
+
+
+def checkpoints(folder: Path) -> list[str]:
+    """The trial's complete checkpoints (GePPO writes a manifest last)."""
+    return sorted(c.name for c in folder.glob("checkpoint_*") if read_manifest(c) is not None)
+
+
+def wait_for_checkpoint_after(run_dir: Path, seen: list[str], proc: subprocess.Popen) -> list[str]:
+    deadline = time.monotonic() + 240  # a bound on the test, not a timing assertion
+    while True:
+        found = [checkpoints(d) for d in run_dir.glob("on-a-node_*")]
+        if found and set(found[0]) - set(seen):
+            return found[0]
+        assert proc.poll() is None, proc.stdout.read()[-3000:] if proc.stdout else proc.returncode
+        assert time.monotonic() < deadline, "no new checkpoint"
+        time.sleep(0.2)
+
+
+def test_a_trial_whose_node_is_lost_is_retried_then_names_the_node_and_resume(cluster, tmp_path):
+    yaml_file = tmp_path / "lost.yaml"
+    yaml_file.write_text(ON_A_LOST_NODE)
+    node = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+    argv = ["train", "file", str(yaml_file), "--address", cluster.address, "--storage-path",
+            str(tmp_path / "results")]
+    proc = subprocess.Popen([sys.executable, "-m", "rllib_geppo", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    run_dir = tmp_path / "results" / "lost"
+    try:
+        # The trial's node dies, all its processes at once: Tune retries the trial
+        # (max_failures: 1) from its last checkpoint, on the node that replaces it.
+        seen = wait_for_checkpoint_after(run_dir, [], proc)
+        cluster.remove_node(node, allow_graceful=False)
+        node = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+        seen = wait_for_checkpoint_after(run_dir, seen, proc)
+        # That node dies too: the retry is spent, the trial fails.
+        cluster.remove_node(node, allow_graceful=False)
+        node = None
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+        if node is not None:
+            cluster.remove_node(node)
+    assert proc.returncode == 1, out[-3000:]
+    (trial_dir,) = run_dir.glob("on-a-node_*")
+    assert (trial_dir / "error.txt").read_text().count("Failure # ") == 2
+    warning = out.split("The cluster lost ")[1].splitlines()[0]
+    assert warning.endswith(f"with: python -m rllib_geppo train file {yaml_file} --storage-path "
+                            f"{tmp_path / 'results'} --name lost --address {cluster.address} --resume")
+    # Each iteration once: the retry's rows replace those written after its checkpoint.
+    results = [json.loads(line)["training_iteration"] for line in (trial_dir / "result.json").read_text().splitlines()]
+    with (trial_dir / "progress.csv").open(newline="") as f:
+        rows = [int(float(row["training_iteration"])) for row in csv.DictReader(f)]
+    assert results == rows == list(range(1, len(results) + 1)) and len(results) >= len(seen)

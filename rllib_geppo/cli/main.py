@@ -20,6 +20,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -359,15 +360,15 @@ def train_file(args: argparse.Namespace) -> int:
         print("\nSummary:")
         for trial in results:
             print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
-        lost = {node: ip for node, ip in dead_nodes().items() if node not in nodes_before}
+        lost = lost_nodes(results, nodes_before)
     return exit_status(args, run_name, results, stop.signal, lost)
 
 
 def exit_status(args: argparse.Namespace, run_name: str, results: Sequence[Any],
-                signum: int | None, lost_nodes: Mapping[str, str]) -> int:
+                signum: int | None, lost: Mapping[str, str] | None) -> int:
     """The command's exit status, after the warning that says how to go on: 130 or 143 for a
     run stopped by Ctrl+C or SIGTERM (:mod:`rllib_geppo.cli.interrupt`), 1 for a failed trial
-    (naming the nodes the cluster lost during the run), else 0."""
+    (naming the nodes the cluster lost, from :func:`lost_nodes`), else 0."""
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
         how = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM"}.get(signum, "a signal")
@@ -375,12 +376,39 @@ def exit_status(args: argparse.Namespace, run_name: str, results: Sequence[Any],
         return stop_exit_code(signum) if signum else 130
     if "ERROR" not in statuses:
         return 0
-    if lost_nodes:
-        shown = ", ".join(f"{ip} (node {node[:8]})" for node, ip in lost_nodes.items())
-        log.warning("The cluster lost %d node(s) during the run: %s. Failed trials that ran "
-                    "there continue from their last checkpoint, once the cluster has room for "
-                    "them, with: %s", len(lost_nodes), shown, resume_command(args, run_name))
+    if lost:
+        shown = ", ".join(f"{ip} (node {node[:8]})" for node, ip in lost.items())
+        log.warning("The cluster lost %d node(s) during the run: %s. The trials that failed with "
+                    "them continue from their last checkpoint, once the cluster has room for "
+                    "them, with: %s", len(lost), shown, resume_command(args, run_name))
+    elif lost is not None:
+        log.warning("A failed trial's process went away (Ray: its actor is unavailable or died), "
+                    "as when the node it runs on is lost. It continues from its last checkpoint, "
+                    "once the cluster has room for it, with: %s", resume_command(args, run_name))
     return 1
+
+
+#: Words of Ray's errors for an actor (a trial's process) that went away, alone or with its node.
+ACTOR_LOST = ("is unavailable", "ActorUnavailableError", "ActorDiedError", "actor died", "node has died")
+#: Ray marks a lost node dead once it has missed its heartbeats, about 15 s after the trials on
+#: it failed: how long to wait for that.
+NODE_DEATH_WAIT_S = 30.0
+
+
+def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[str, str] | None:
+    """Where a failed trial's actor went away: the nodes that died since the run started (node
+    id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark them dead; possibly
+    none (the process alone died). None where no trial failed that way."""
+    errors = [error_message(Path(t.path, t.run_metadata.error_filename)) or "" for t in results
+              if trial_status(t) == "ERROR" and t.run_metadata.error_filename]
+    if not any(word in error for error in errors for word in ACTOR_LOST):
+        return None
+    deadline = time.monotonic() + NODE_DEATH_WAIT_S
+    while True:
+        lost = {node: ip for node, ip in dead_nodes().items() if node not in dead_before}
+        if lost or time.monotonic() > deadline:
+            return lost
+        time.sleep(1.0)
 
 
 def dead_nodes() -> dict[str, str]:
