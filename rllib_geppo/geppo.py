@@ -75,7 +75,7 @@ from rllib_geppo.env_checks import diagnose_env
 from rllib_geppo.env_runner_pipelines import lean
 from rllib_geppo.episode_segments import segments_by_module
 from rllib_geppo.module_spaces import check_module_spaces, trained_modules
-from rllib_geppo.rl_module import GePPOTorchRLModule, normalizes_observations
+from rllib_geppo.rl_module import GePPOTorchRLModule, normalizes_observations, unread_model_config
 
 logger = logging.getLogger(__name__)
 
@@ -454,38 +454,24 @@ class GePPOConfig(PPOConfig):
 
     @override(PPOConfig)
     def validate(self) -> None:
-        # GePPO's checks first: RLlib's own trip over some bad values (an lr list that is no
-        # schedule) with messages that name neither the setting nor a fix.
-        if self.framework_str != "torch":
-            self._value_error(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
-                              "Fix: .framework('torch').")
-        if self.is_multi_agent and not self.enable_env_runner_and_connector_v2:
-            self._value_error("GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
-                              "remove .api_stack(...), or the .multi_agent(...) settings.")
-        if self.model_config.get("use_lstm") or self.model_config.get("use_attention"):
-            self._value_error(
-                "GePPO trains feed-forward models only (use_lstm / use_attention): it re-evaluates "
-                "every stored sample under the current policy one sample at a time, without the "
-                "recurrent state and sequence that sample was collected with. Fix: leave "
-                "use_lstm off and stack recent observations in the environment instead "
-                "(rllib_geppo.StackFrames, docs/your_environment.md).")
-        self._validate_geppo_settings()
-        if self.normalize_actions:
-            self._value_error(
-                "`normalize_actions` must be False: GePPO's RLModule already maps its actions to "
-                "the environment's units with the action bounds it holds, and RLlib would rescale "
-                "them a second time. Fix: .environment(normalize_actions=False); clip_actions=True "
-                "keeps the actions within the bounds.")
-        if self.enable_rl_module_and_learner or self.minibatch_size is not None:
+        # GePPO's checks first, all reported at once (a config copied from PPO often holds
+        # several settings GePPO refuses): RLlib's own trip over some bad values (an lr list
+        # that is no schedule) with messages that name neither the setting nor a fix.
+        problems = self.refused_settings()
+        if problems:
+            self._value_error(problems[0] if len(problems) == 1 else (
+                f"GePPO cannot run with {len(problems)} settings of this config; fix them all:\n"
+                + "\n".join(f"  - {problem}" for problem in problems)))
+        # PPOConfig.validate compares minibatch_size with the new samples per learner (and
+        # explains it with PPO's split of the train batch); GePPO's minibatches come from the
+        # whole store, which refused_settings checks, so RLlib's check runs without it (on the
+        # old stack it compares with train_batch_size, which fails on None: 1 stands in).
+        minibatch_size, self.minibatch_size = self.minibatch_size, (
+            None if self.enable_rl_module_and_learner else 1)
+        try:
             super().validate()
-        else:
-            # On the old stack PPOConfig.validate compares minibatch_size with
-            # train_batch_size, which fails for GePPO's derived one (None): stand in for it.
-            self.minibatch_size = 1
-            try:
-                super().validate()
-            finally:
-                self.minibatch_size = None
+        finally:
+            self.minibatch_size = minibatch_size
         self._warn_on_episode_evaluation_over_envs()
         if self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output:
             from rllib_geppo.env_runner import GePPOEnvRunner, GePPOMultiAgentEnvRunner
@@ -506,10 +492,59 @@ class GePPOConfig(PPOConfig):
                 "end first, the shortest where episodes can end early, so its return is biased. "
                 "Fix: .evaluation(evaluation_config={'num_envs_per_env_runner': 1}).")
 
-    def _validate_geppo_settings(self) -> None:
+    def refused_settings(self) -> list[str]:
+        """Every setting of this config that GePPO cannot run with, one message each, naming
+        the setting and the fix (empty: none); ``validate()`` raises them together."""
+        problems = []
+        if self.framework_str != "torch":
+            problems.append(f"GePPO is implemented in torch; got framework={self.framework_str!r}. "
+                            "Fix: .framework('torch').")
+        if self.is_multi_agent and not self.enable_env_runner_and_connector_v2:
+            problems.append("GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
+                            "remove .api_stack(...), or the .multi_agent(...) settings.")
+        if self.model_config.get("use_lstm") or self.model_config.get("use_attention"):
+            problems.append(
+                "GePPO trains feed-forward models only (use_lstm / use_attention): it re-evaluates "
+                "every stored sample under the current policy one sample at a time, without the "
+                "recurrent state and sequence that sample was collected with. Fix: leave "
+                "use_lstm off and stack recent observations in the environment instead "
+                "(rllib_geppo.StackFrames, docs/your_environment.md).")
+        problems += self._geppo_setting_problems()
+        if self.normalize_actions:
+            problems.append(
+                "`normalize_actions` must be False: GePPO's RLModule already maps its actions to "
+                "the environment's units with the action bounds it holds, and RLlib would rescale "
+                "them a second time. Fix: .environment(normalize_actions=False); clip_actions=True "
+                "keeps the actions within the bounds.")
+        for where, model_config in self._geppo_model_configs().items():
+            problems += [f"{where}{problem}" for problem in unread_model_config(model_config)]
+        return problems + self._unused_setting_problems()
+
+    def _geppo_model_configs(self) -> dict[str, Any]:
+        """The model configs that GePPO's own RLModule is built with, by where they are set
+        ("" for ``.rl_module(model_config=...)``); a user's RLModule reads its own."""
+        spec = self._rl_module_spec
+        specs = getattr(spec, "rl_module_specs", spec)
+        specs = specs if isinstance(specs, dict) else {None: specs}
+
+        def ours(module_spec) -> bool:
+            return getattr(module_spec, "module_class", None) in (None, GePPOTorchRLModule)
+
+        configs = {"": self._model_config} if any(map(ours, specs.values())) else {}
+        for module_id, module_spec in specs.items():
+            if ours(module_spec) and getattr(module_spec, "model_config", None):
+                where = f"module {module_id!r}: " if module_id is not None else "rl_module_spec: "
+                configs[where] = module_spec.model_config
+        return configs
+
+    def _geppo_setting_problems(self) -> list[str]:
+        problems: list[str] = []
+        failed: set[str] = set()
+
         def require(ok: bool, setting: str, allowed: str) -> None:
             if not ok:
-                self._value_error(f"`{setting}` must be {allowed}; got {getattr(self, setting)!r}.")
+                failed.add(setting)
+                problems.append(f"`{setting}` must be {allowed}; got {getattr(self, setting)!r}.")
 
         def is_number(x) -> bool:
             return (isinstance(x, (int, float, np.floating)) and not isinstance(x, bool)
@@ -539,7 +574,8 @@ class GePPOConfig(PPOConfig):
         require(isinstance(self.obs_stats_warm_start, bool), "obs_stats_warm_start", "True or False")
         require(isinstance(self.stagger_starts, bool), "stagger_starts", "True or False")
         require(is_count(self.max_failed_samples_in_a_row, 1), "max_failed_samples_in_a_row", "an integer >= 1")
-        base_lag = int(self.uses_overlapped_sampling)
+        # Whether sampling overlaps depends on num_env_runners, checked below.
+        base_lag = int(self.uses_overlapped_sampling) if is_count(self.num_env_runners, 0) else 0
         require(self.sample_lag is None or (is_count(self.sample_lag, base_lag) and self.sample_lag <= 16),
                 "sample_lag", f"None or an integer from {base_lag} (what "
                 f"{'overlapped' if base_lag else 'synchronous'} sampling gives) to 16")
@@ -577,31 +613,45 @@ class GePPOConfig(PPOConfig):
                 or is_count(self.train_batch_size_per_env_runner, min_batch),
                 "train_batch_size_per_env_runner",
                 f"None or an integer >= num_minibatches ({self.num_minibatches})")
-        try:
-            self.nu
-        except ValueError as err:
-            self._value_error(f"`policy_weights`: {err}")
+        nu = None
+        if not failed & {"batch_multiple", "max_policies", "policy_weights", "weights_tradeoff",
+                         "weights_tradeoff_rule"}:  # nu is solved from these
+            try:
+                nu = self.nu
+            except ValueError as err:
+                problems.append(f"`policy_weights`: {err}")
+        if nu is not None and self.minibatch_size is not None and not failed & {
+                "minibatch_size", "num_learners", "num_env_runners", "train_batch_size_per_learner",
+                "train_batch_size_per_env_runner"}:
+            stored = len(nu) * self.samples_per_iteration // max(1, self.num_learners)
+            require(self.minibatch_size <= stored, "minibatch_size",
+                    f"None or at most the samples each learner holds in the full store ({stored}: "
+                    f"{len(nu)} batches of {self.samples_per_iteration} new samples"
+                    + (f" over {self.num_learners} learners" if self.num_learners > 1 else "")
+                    + "), from which GePPO draws its minibatches")
         if not self.enable_env_runner_and_connector_v2:
             for setting, new_stack_only in (("overlap_sampling", True), ("grad_clip_scope", "all"),
                                             ("compile_learner", True), ("stagger_starts", True)):
                 if getattr(self, setting) == new_stack_only:  # "auto" samples synchronously there
-                    self._value_error(f"`{setting}={new_stack_only!r}` runs on the new API stack "
-                                      "only; leave it at its default on the old API stack.")
+                    problems.append(f"`{setting}={new_stack_only!r}` runs on the new API stack "
+                                    "only; leave it at its default on the old API stack.")
         if self.is_multi_agent and self.stagger_starts:
-            self._value_error("`stagger_starts=True` runs with single-agent environments only; leave "
-                              "it at False with .multi_agent(...).")
+            problems.append("`stagger_starts=True` runs with single-agent environments only; leave "
+                            "it at False with .multi_agent(...).")
         require(is_number(self.entropy_coeff) and self.entropy_coeff >= 0, "entropy_coeff",
                 "a finite number >= 0 (a constant; schedules are not supported)")
-        self._reject_unused_settings()
+        return problems
 
-    def _reject_unused_settings(self) -> None:
-        """Any value but GePPO's default of a setting in :data:`UNUSED_SETTINGS` is an error."""
+    def _unused_setting_problems(self) -> list[str]:
+        """Any value but GePPO's default of a setting in :data:`UNUSED_SETTINGS`."""
+        problems = []
         for setting, (default, instead) in UNUSED_SETTINGS.items():
             value = getattr(self, setting)
             if not _same(value, default):
                 name = setting.lstrip("_")
-                self._value_error(f"`{name}={value!r}`: GePPO does not use `{name}` (leave it "
-                                  f"at {default!r}): {instead}.")
+                problems.append(f"`{name}={value!r}`: GePPO does not use `{name}` (leave it "
+                                f"at {default!r}): {instead}.")
+        return problems
 
 
 #: Checkpoint component holding each trained module's store, adapted lr and running statistics.

@@ -16,6 +16,7 @@ by the same constant, which cancels in every ratio the loss and V-trace use.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -39,6 +40,22 @@ OBS_CLIP = 10.0
 MIN_STD = 1e-3
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+#: The ``model_config`` keys the module reads (``init_std_multiple`` comes from GePPO's config).
+MODEL_CONFIG_KEYS = ("fcnet_hiddens", "fcnet_activation", "conv_filters", "conv_activation",
+                     "init_std_multiple")
+#: Keys of RLlib's default modules that this module does not read, at the value that describes
+#: it: they may be set to that value (a config copied from PPO), never to another.
+MODEL_CONFIG_AS_BUILT = {"vf_share_layers": False, "head_fcnet_hiddens": [],
+                         "fcnet_use_layernorm": False, "head_fcnet_use_layernorm": False,
+                         "free_log_std": True, "use_lstm": False, "use_attention": False}
+_WHY_UNREAD = {
+    "vf_share_layers": "GePPO keeps separate policy and value networks: the value function "
+                       "trains with its own optimizer and lr (vf_lr), and a shared trunk would "
+                       "train at the policy's adaptive lr too",
+    "head_fcnet_hiddens": "the module has no head layers: put all hidden layers in fcnet_hiddens",
+    "free_log_std": "the policy's log-std is always a free parameter, independent of the state "
+                    "(as in the paper)",
+}
 
 
 def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -72,6 +89,40 @@ def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
         _check_action_widths(action_space)
     else:
         _check_categories(action_space)
+
+
+def unread_model_config(model_config: Any) -> list[str]:
+    """What ``model_config`` asks that this module would silently not do, one message per key
+    (empty: nothing). Accepted: the keys it reads, a None value (nothing asked), a key of
+    :data:`MODEL_CONFIG_AS_BUILT` at its value, and, in RLlib's ``DefaultModelConfig``, fields
+    left at their defaults. ``use_lstm`` and ``use_attention`` are the config's to refuse."""
+    if dataclasses.is_dataclass(model_config):
+        model_config = {f.name: getattr(model_config, f.name) for f in dataclasses.fields(model_config)
+                        if getattr(model_config, f.name) != _field_default(f)}
+    problems = []
+    for key, value in (model_config or {}).items():
+        if key in ("use_lstm", "use_attention"):
+            continue
+        if key == "fcnet_activation" and value not in _ACTIVATIONS:
+            problems.append(f"model_config['fcnet_activation']={value!r} is not one of GePPO's "
+                            f"module's activations ({', '.join(_ACTIVATIONS)}). Fix: use one of these.")
+        if key in MODEL_CONFIG_KEYS or value is None or (
+                key in MODEL_CONFIG_AS_BUILT and value == MODEL_CONFIG_AS_BUILT[key]):
+            continue
+        why = _WHY_UNREAD.get(key, "it is not a setting of GePPO's module")
+        fix = (f"leave it out, or set it to {MODEL_CONFIG_AS_BUILT[key]!r}" if key in MODEL_CONFIG_AS_BUILT
+               else "leave it out")
+        problems.append(
+            f"model_config[{key!r}]={value!r} would be ignored: {why}. GePPO's RLModule reads "
+            f"{', '.join(MODEL_CONFIG_KEYS[:-1])} only. Fix: {fix}; for another architecture, "
+            "pass your own RLModule (.rl_module(rl_module_spec=...), docs/your_environment.md).")
+    return problems
+
+
+def _field_default(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else None
 
 
 def is_image(space: gym.Space) -> bool:

@@ -14,6 +14,9 @@ import torch
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig, env_runner_pipelines
@@ -117,15 +120,95 @@ def test_entropy_coeff_must_be_a_non_negative_constant(value):
         pendulum(entropy_coeff=value).validate()
 
 
-def test_rllib_train_file_exits_2_naming_the_setting(tmp_path):
+def test_rllib_train_file_exits_2_naming_every_refused_setting(tmp_path):
+    """A YAML file copied from a PPO experiment: the CLI's own checks and GePPO's, all at once."""
     yaml_file = tmp_path / "kl.yaml"
     yaml_file.write_text("kl:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
-                         "  config:\n    kl_coeff: 0.2\n")
+                         "  config:\n    kl_coeff: 0.2\n    vf_loss_coeff: 0.01\n"
+                         "    model: {vf_share_layers: true}\n"
+                         "    model_config: {vf_share_layers: true}\n")
     proc = subprocess.run([str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--dry-run"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert "`kl_coeff=0.2`: GePPO does not use `kl_coeff`" in proc.stderr
+    assert f"{yaml_file}: experiment 'kl': 4 problems in the config; fix them all:" in proc.stderr
+    for named in ("config key 'model': 'model' configures the old API stack's ModelV2",
+                  "`kl_coeff=0.2`: GePPO does not use `kl_coeff`",
+                  "`vf_loss_coeff=0.01`: GePPO does not use `vf_loss_coeff`",
+                  "model_config['vf_share_layers']=True would be ignored"):
+        assert named in proc.stderr
     assert "To suppress all validation errors" not in proc.stderr
+
+
+def test_a_config_copied_from_ppo_has_every_refused_setting_named_at_once():
+    """RLlib's tuned Pendulum PPO with a few more of PPO's settings: one error names each."""
+    config = pendulum(train_batch_size_per_learner=512, minibatch_size=1024, num_epochs=6,
+                      lr=3e-4, lambda_=0.1, vf_clip_param=10.0, vf_loss_coeff=0.01,
+                      kl_coeff=0.2).rl_module(model_config={
+                          "fcnet_activation": "relu", "vf_share_layers": True,
+                          "head_fcnet_hiddens": [32]})
+    with pytest.raises(ValueError) as err:
+        config.validate()
+    message = str(err.value)
+    assert message.startswith("GePPO cannot run with 5 settings of this config; fix them all:\n")
+    for named in ("`vf_clip_param=10.0`", "`vf_loss_coeff=0.01`", "`kl_coeff=0.2`",
+                  "model_config['vf_share_layers']=True", "model_config['head_fcnet_hiddens']=[32]"):
+        assert f"\n  - {named}" in message
+    assert "minibatch" not in message  # 1,024 > n = 512, but within the store
+
+
+def test_minibatches_are_checked_against_the_store_not_the_new_samples():
+    """RLlib's PPOConfig refuses a minibatch_size above n ("In PPO, the train batch will be
+    split into ... chunks"); GePPO's minibatches come from the M x n store."""
+    batches = len(pendulum().nu)
+    pendulum(train_batch_size_per_learner=512, minibatch_size=batches * 512).validate()
+    with pytest.raises(ValueError) as err:
+        pendulum(train_batch_size_per_learner=512, minibatch_size=batches * 512 + 1).validate()
+    assert str(err.value).startswith(
+        "`minibatch_size` must be None or at most the samples each learner holds in the full "
+        f"store ({batches * 512}: {batches} batches of 512 new samples), from which GePPO draws "
+        f"its minibatches; got {batches * 512 + 1}.")
+    assert "In PPO" not in str(err.value)
+
+
+@pytest.mark.parametrize("model_config, named", [
+    ({"vf_share_layers": True}, "model_config['vf_share_layers']=True would be ignored: GePPO "
+                                "keeps separate policy and value networks"),
+    ({"head_fcnet_hiddens": [32]}, "model_config['head_fcnet_hiddens']=[32] would be ignored: the "
+                                   "module has no head layers: put all hidden layers in fcnet_hiddens"),
+    ({"fcnet_hidden": [32]}, "model_config['fcnet_hidden']=[32] would be ignored: it is not a "
+                             "setting of GePPO's module. GePPO's RLModule reads fcnet_hiddens, "
+                             "fcnet_activation, conv_filters, conv_activation only. Fix: leave it out"),
+    ({"fcnet_activation": "swish"}, "model_config['fcnet_activation']='swish' is not one of GePPO's "
+                                    "module's activations (tanh, relu, elu, silu)"),
+    (DefaultModelConfig(head_fcnet_hiddens=[32]), "model_config['head_fcnet_hiddens']=[32]"),
+])
+def test_model_settings_the_module_would_ignore_are_refused_by_name(model_config, named):
+    with pytest.raises(ValueError) as err:
+        pendulum().rl_module(model_config=model_config).validate()
+    assert str(err.value).startswith(named)
+
+
+def test_model_settings_that_describe_the_module_pass():
+    """PPO's settings at the values that describe GePPO's module, None (nothing asked), and
+    RLlib's DefaultModelConfig with fields left at their defaults."""
+    pendulum().rl_module(model_config={
+        "fcnet_hiddens": [32], "vf_share_layers": False, "head_fcnet_hiddens": [],
+        "free_log_std": True, "fcnet_kernel_initializer": None}).validate()
+    pendulum().rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[32])).validate()
+
+
+def test_each_module_spec_of_geppos_module_is_checked_and_a_users_module_reads_its_own():
+    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+
+    def two_policies(specs: dict) -> GePPOConfig:
+        return (pendulum().multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda a, *_: a)
+                .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs)))
+
+    shared = {"vf_share_layers": True}
+    with pytest.raises(ValueError, match=r"^module 'p0': model_config\['vf_share_layers'\]=True"):
+        two_policies({"p0": RLModuleSpec(model_config=shared), "p1": RLModuleSpec()}).validate()
+    two_policies({"p0": RLModuleSpec(module_class=DefaultPPOTorchRLModule, model_config=shared),
+                  "p1": RLModuleSpec()}).validate()
 
 
 def test_algorithm_page_documents_every_setting():

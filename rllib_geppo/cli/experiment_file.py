@@ -483,39 +483,75 @@ class ConfigSchema:
         return kinds or None
 
     def check_config(self, trial: dict[str, Any], spec: ExperimentSpec) -> None:
-        """Unknown keys (with close matches), wrong kinds of value, then RLlib's validate()."""
+        """Unknown keys (with close matches), wrong kinds of value, then RLlib's validate():
+        every problem found, in one UserError (a config copied from PPO often holds several)."""
+        problems: list[str] = []
+        bad: set[str] = set()
         for key, value in trial.items():
-            where = f"{spec.where('config.' + key)}, config key '{key}'"
-            if key == "model" and self.new_api_stack(trial):
-                raise UserError(
-                    f"{where}: 'model' configures the old API stack's ModelV2 and is ignored on "
-                    "the new API stack. Use 'model_config' (e.g. fcnet_hiddens, "
-                    "fcnet_activation, vf_share_layers) instead."
-                )
-            if not self.is_key(key):
-                raise UserError(
-                    f"{where}: not a setting of {self.algo}.{_suggest(key, self.public_keys)} "
-                    "Fix the spelling or remove the key."
-                )
-            allowed = self.allowed_kinds(key)
-            if allowed is not None and _kind(value) not in allowed:
-                shown = " or ".join(sorted(allowed, key=lambda k: (k == "null", k)))
-                raise UserError(
-                    f"{where}: expected a {shown}, got {_describe(value)}. "
-                    f"Fix the value ({self.algo}'s default is {self.default(key)!r})."
-                )
-        for key, value in trial.items():
-            _check_value(key, value, f"{spec.where('config.' + key)}, config key '{key}'")
-        if "env" in trial:
-            _check_env(trial["env"], spec.where("config.env"))
+            try:
+                self._check_key(key, value, trial, spec)
+            except UserError as e:
+                problems.append(str(e))
+                bad.add(key)
+        problems += self._rejections({k: v for k, v in trial.items() if k not in bad}, spec)
+        if len(problems) == 1:
+            raise UserError(problems[0])
+        if problems:
+            raise UserError(f"{spec.where()}: {len(problems)} problems in the config; fix them "
+                            "all:\n" + "\n".join(f"  - {_without(problem, spec.where())}"
+                                                  for problem in problems))
+
+    def _check_key(self, key: str, value: Any, trial: dict[str, Any], spec: ExperimentSpec) -> None:
+        """One config key: known, of an accepted kind and value; raises UserError."""
+        where = f"{spec.where('config.' + key)}, config key '{key}'"
+        if key == "model" and self.new_api_stack(trial):
+            raise UserError(
+                f"{where}: 'model' configures the old API stack's ModelV2 and is ignored on "
+                "the new API stack. Use 'model_config' (e.g. fcnet_hiddens, "
+                "fcnet_activation) instead."
+            )
+        if not self.is_key(key):
+            raise UserError(
+                f"{where}: not a setting of {self.algo}.{_suggest(key, self.public_keys)} "
+                "Fix the spelling or remove the key."
+            )
+        allowed = self.allowed_kinds(key)
+        if allowed is not None and _kind(value) not in allowed:
+            shown = " or ".join(sorted(allowed, key=lambda k: (k == "null", k)))
+            raise UserError(
+                f"{where}: expected a {shown}, got {_describe(value)}. "
+                f"Fix the value ({self.algo}'s default is {self.default(key)!r})."
+            )
+        _check_value(key, value, where)
+        if key == "env":
+            _check_env(value, spec.where("config.env"))
+
+    def _rejections(self, trial: dict[str, Any], spec: ExperimentSpec) -> list[str]:
+        """What the algorithm's config refuses: each of GePPO's refused settings (its
+        ``refused_settings``), else the first error of RLlib's validate()."""
+        def rejects(message: str) -> str:
+            # Drop RLlib's advice to switch validation off: the fix is to change the value.
+            message = message.split("\nTo suppress all validation errors")[0]
+            return f"{spec.where()}: {self.algo} rejects the config: {message}"
+
         try:
             with quiet_rllib():
                 config = self.defaults.copy(copy_frozen=False)
-                config.update_from_dict(to_algorithm_config(trial)).validate()
+                config.update_from_dict(to_algorithm_config(trial))
+                refused = config.refused_settings() if hasattr(config, "refused_settings") else []
+                if not refused:
+                    config.validate()
         except (ValueError, TypeError, KeyError) as e:
-            # Drop RLlib's advice to switch validation off: the fix is to change the value.
-            message = str(e).split("\nTo suppress all validation errors")[0]
-            raise UserError(f"{spec.where()}: {self.algo} rejects the config: {message}") from None
+            return [rejects(str(e))]
+        return [rejects(problem) for problem in refused]
+
+
+def _without(problem: str, where: str) -> str:
+    """A problem's message without the place the list of problems names already."""
+    for prefix in (where + ": ", where + ", "):
+        if problem.startswith(prefix):
+            return problem[len(prefix):]
+    return problem
 
 
 def _is_int(value: Any, low: int) -> bool:
