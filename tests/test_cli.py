@@ -207,6 +207,10 @@ BAD_INPUT = {
         ["'checkpoint_freq'", "checkpoint_config: {checkpoint_frequency: N}"],
     ),
     "override without =": (TINY, ["-c", "lr"], ["--config lr", "expected KEY=VALUE"]),
+    "max_failures not a count": (
+        TINY.replace("  stop:", "  max_failures: many\n  stop:", 1), [],
+        ["'max_failures': expected an integer >= -1", "-1: always", "got string 'many'"],
+    ),
     "unknown experiment": (TINY, ["-e", "gepo"], ["no experiment 'gepo'", "Did you mean 'geppo'"]),
 }
 

@@ -57,15 +57,14 @@ class GracefulStop(Callback):
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
+        name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
         if self.signal is not None:
             log.warning("%s again: stopping now; the iterations in progress are lost.", name)
             self._end()
             return
         self.signal, self._asked = signum, True
         log.warning("%s: each running trial ends its iteration and saves a checkpoint, then the "
-                    "run stops (send %s again to stop now).", name,
-                    "Ctrl+C" if signum == signal.SIGINT else name)
+                    "run stops (%s again stops it now).", name, name)
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if not self._asked:

@@ -377,10 +377,10 @@ def exit_status(args: argparse.Namespace, run_name: str, results: Sequence[Any],
     if "ERROR" not in statuses:
         return 0
     if lost:
-        shown = ", ".join(f"{ip} (node {node[:8]})" for node, ip in lost.items())
-        log.warning("The cluster lost %d node(s) during the run: %s. The trials that failed with "
-                    "them continue from their last checkpoint, once the cluster has room for "
-                    "them, with: %s", len(lost), shown, resume_command(args, run_name))
+        log.warning("The cluster lost %d node(s) during the run, at %s. The trials that failed "
+                    "with them continue from their last checkpoint, once the cluster has room for "
+                    "them, with: %s", len(lost), ", ".join(sorted(set(lost.values()))),
+                    resume_command(args, run_name))
     elif lost is not None:
         log.warning("A failed trial's process went away (Ray: its actor is unavailable or died), "
                     "as when the node it runs on is lost. It continues from its last checkpoint, "
