@@ -78,9 +78,8 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
     """Checks the checkpoints of each trial that `--resume` will restore.
 
     Returns trial folder name -> the checkpoint to resume from: the newest intact one on disk
-    (Tune's experiment state can lag the checkpoints by seconds, so after a crash it may name an
-    older one), or, where the newest is damaged and `skip_damaged` allows, the previous intact
-    one.
+    (Tune's experiment state lags the checkpoints, so after a crash it may name an older one, or
+    none), or, where the newest is damaged and `skip_damaged` allows, the previous intact one.
 
     Raises:
         UserError: a newest checkpoint is damaged and `skip_damaged` is off (the message names

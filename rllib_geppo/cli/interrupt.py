@@ -47,7 +47,8 @@ class GracefulStop(Callback):
         self._waiting: set = set()  # running trials that have not saved since
 
     def setup(self, **info: Any) -> None:
-        self._end_tune = signal.getsignal(signal.SIGINT)
+        # Tune's handler, which it installs for SIGUSR1 always (for SIGINT unless told not to).
+        self._end_tune = signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))
         for sig in SIGNALS:
             signal.signal(sig, self._on_signal)
 
@@ -98,7 +99,7 @@ class GracefulStop(Callback):
     def _end(self) -> None:
         """Ends Tune's run loop as Tune's Ctrl+C handler does (the run's state is saved)."""
         if callable(self._end_tune):
-            self._end_tune(signal.SIGINT, None)
+            self._end_tune(signal.SIGINT, None)  # Tune's handler ignores which signal
         self._end_tune = None
 
 

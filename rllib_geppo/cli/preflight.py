@@ -1,9 +1,9 @@
 """Checks that `rllib train file` makes before anything can wait: the cluster and the run folder.
 
 Each check raises :class:`UserError` (exit code 2, one message) for a run that would otherwise
-hang or fail late: a `--address` where nothing listens, a trial that asks for more CPUs or GPUs
-than the cluster has (Tune would keep it PENDING forever), and a `--resume` of a run that does
-not exist. The checks of the file itself are in :mod:`rllib_geppo.cli.experiment_file`.
+hang or fail late: a `--address` where nothing listens or whose cluster refuses this process's
+token, a trial that asks for more CPUs or GPUs than the cluster has (Tune would keep it PENDING
+forever), and a `--resume` of a run that does not exist. The checks of the file itself are in :mod:`rllib_geppo.cli.experiment_file`.
 """
 
 from __future__ import annotations

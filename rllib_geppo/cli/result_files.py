@@ -51,20 +51,21 @@ class _RowFile:
     """One trial's file of rows, one per iteration (module docstring), open for appending."""
 
     def __init__(self, path: Path):
-        self.path = path
-        rows = self.read()
+        self.path, self.file = path, None
+        text = path.read_text(errors="replace") if path.exists() else ""
+        rows = self.read(text)
         self.last = next((i for i in map(self.iteration, reversed(rows)) if i is not None), None)
-        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-            self.file = None
-            self.rewrite(rows)  # without the line a crash cut short
-        else:
+        if text.endswith("\n") or not text:
             self.file = path.open("a", newline="")
+        else:
+            self.rewrite(rows)  # without the line a crash cut short
 
-    def read(self) -> list[dict]:
-        """The rows on disk, less a last line without its line break (a crash cut it short)."""
-        if not self.path.exists():
-            return []
-        return self.parse(self.path.read_text(errors="replace").split("\n")[:-1])
+    def read(self, text: str | None = None) -> list[dict]:
+        """The rows on disk (or in ``text``), less a last line without its line break (a crash
+        cut it short)."""
+        if text is None:
+            text = self.path.read_text(errors="replace") if self.path.exists() else ""
+        return self.parse(text.split("\n")[:-1])
 
     def append(self, row: dict) -> None:
         """Writes ``row`` after dropping the rows of its iteration and later ones (written
