@@ -185,12 +185,12 @@ class BrokenCartPole(gym.Wrapper):
         raise RuntimeError("the simulator is broken")
 '''
 
-# Two iterations: they end before GePPO's max_failed_samples_in_a_row (3) would stop the run.
+# One iteration: it ends before GePPO's max_failed_samples_in_a_row (3) would stop the run.
 BROKEN_RUN = """
 broken:
   run: GePPO
   env: broken_env.BrokenCartPole
-  stop: {training_iteration: 2}
+  stop: {training_iteration: 1}
   config:
     train_batch_size_per_learner: 64
     num_epochs: 1
