@@ -662,7 +662,7 @@ REWARD_SCALE_JUMP = 1000.0
 ACTOR_MANAGER_LOGGER = "ray.rllib.utils.actor_manager"
 
 
-def _is_class_path(env: Any) -> bool:
+def is_class_path(env: Any) -> bool:
     """Whether ``env`` is a class path ("pkg.envs.MyEnv"): a string with a dot that is neither a
     Tune name nor a gymnasium id (registered, or "module:Id")."""
     return (isinstance(env, str) and "." in env and ":" not in env and env not in gym.registry
@@ -738,7 +738,7 @@ class GePPO(PPO):
     @override(PPO)
     def setup(self, config: GePPOConfig) -> None:
         observation_spaces = check_module_spaces(config, self.env_creator)
-        if _is_class_path(config.env):
+        if is_class_path(config.env):
             # RLlib's new-stack EnvRunners make Tune-registered names and gymnasium ids only:
             # register a class path ("my_pkg.envs.MyEnv") under itself, as RLlib resolved it.
             register_env(config.env, self.env_creator)

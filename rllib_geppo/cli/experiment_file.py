@@ -672,7 +672,8 @@ def _check_env(env: Any, where: str) -> None:
         return
     raise UserError(
         f"{where}, 'env: {env}': no such environment.{_suggest(env, list(gymnasium.registry))} "
-        "Use a gymnasium id such as Hopper-v5, or register the env with ray.tune.register_env."
+        "Use a gymnasium id such as Hopper-v5, or a name that a module registers with "
+        "ray.tune.register_env, named with --import MODULE."
     )
 
 

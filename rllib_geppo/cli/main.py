@@ -30,12 +30,14 @@ import yaml
 
 
 from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints, newest_checkpoints
+from rllib_geppo.cli.env_modules import prepare_env_modules
 from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
     UserError,
     trainable,
     apply_overrides,
     load_experiments,
+    resolve_trials,
     select_experiments,
     to_algorithm_config,
     validate_experiment,
@@ -164,13 +166,15 @@ def _join(storage_path: str, run_name: str) -> str:
 
 
 @contextmanager
-def ray_session(address: str | None, console: QuietConsole | None = None) -> Iterator[None]:
-    """Joins the Ray cluster at `address`, or starts a local Ray; shuts down on exit."""
+def ray_session(address: str | None, console: QuietConsole | None = None,
+                runtime_env: dict[str, Any] | None = None) -> Iterator[None]:
+    """Joins the Ray cluster at `address`, or starts a local Ray, with the job's `runtime_env`
+    (the env modules' :meth:`EnvModules.runtime_env`); shuts down on exit."""
     import ray
 
     # "local", not None: ray.init() would silently join a cluster started on this machine.
     try:
-        ray.init(address=address or "local")
+        ray.init(address=address or "local", runtime_env=runtime_env)
     except ConnectionError as e:  # e.g. the cluster went away after check_reachable()
         if address is None:
             raise
@@ -299,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     file.add_argument("--num-samples", type=int, help="override num_samples of every experiment")
     file.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import this module first, here and in every Ray worker: one that registers envs "
+        "(tune.register_env, gymnasium's register) that the file names; a module beside the "
+        "file is found there; repeatable",
+    )
+    file.add_argument(
         "--experiment", "-e", action="append", default=[], metavar="NAME",
         help="run only this experiment of the file; repeatable",
     )
@@ -330,6 +340,9 @@ def train_file(args: argparse.Namespace) -> int:
     """`train file`: validate everything, then print (--dry-run) or run."""
     specs = select_experiments(load_experiments(args.file), args.experiment, args.file)
     specs = [apply_overrides(s, args.config, args.stop, args.num_samples) for s in specs]
+    envs = {t["env"]: s.where("config.env") for s in specs for t in resolve_trials(s)
+            if isinstance(t.get("env"), str)}
+    env_modules = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
     trials = {s.name: validate_experiment(s) for s in specs}
     if args.dry_run:
         sys.stdout.write(dry_run_report(specs, trials))
@@ -348,7 +361,8 @@ def train_file(args: argparse.Namespace) -> int:
                     "saved settings, checkpoints and lock) do not apply to remote storage.", storage)
     log.info("%s: %d trial(s) in %d experiment(s); results in %s",
              args.file, sum(map(len, trials.values())), len(specs), _join(storage, run_name))
-    with quiet_console(not args.verbose) as console, ray_session(args.address, console):
+    with (quiet_console(not args.verbose) as console,
+          ray_session(args.address, console, env_modules.runtime_env())):
         check_cluster_resources(specs, trials, args.address)
         best_returns, stop, nodes_before = BestReturns(), GracefulStop(), dead_nodes()
         try:
@@ -465,6 +479,7 @@ def resume_command(args: argparse.Namespace, run_name: str) -> str:
     """The command line that resumes this run, with the options it was started with."""
     argv = ["train", "file", args.file, "--storage-path", args.storage_path, "--name", run_name]
     argv += ["--address", args.address] if args.address else []
+    argv += [item for module in args.imports for item in ("--import", module)]
     for option, values in (("-e", args.experiment), ("-c", args.config), ("--stop", args.stop)):
         argv += [item for value in values for item in (option, value)]
     argv += ["--num-samples", str(args.num_samples)] if args.num_samples is not None else []
