@@ -20,6 +20,10 @@ from rllib_geppo.examples.cartpole_dict import CartPoleDict
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Registered once this module's Ray runs: Tune keeps registered envs in the Ray session,
+    # and an earlier module's session (which got a registration made at import) is gone.
+    tune.register_env("recorded", lambda config: Recorded(
+        CartPoleDict() if config["id"] == "CartPoleDict" else gym.make(config["id"])))
     yield
     ray.shutdown()
 
@@ -39,10 +43,6 @@ class Recorded(gym.Wrapper):
         obs, *rest = self.env.step(action)
         RAW_OBSERVATIONS.append(obs)
         return obs, *rest
-
-
-tune.register_env("recorded", lambda config: Recorded(
-    CartPoleDict() if config["id"] == "CartPoleDict" else gym.make(config["id"])))
 
 
 def recorded(env_id: str) -> GePPOConfig:

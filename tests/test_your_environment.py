@@ -34,7 +34,7 @@ def page_namespace():
 
 
 def test_the_python_examples_run(page_namespace):
-    assert len(blocks("python")) == 4
+    assert len(blocks("python")) == 5
     assert len(page_namespace["results"]) == 2  # the sweep's trials
     assert not page_namespace["results"].errors
 
