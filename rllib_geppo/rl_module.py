@@ -41,8 +41,8 @@ MIN_STD = 1e-3
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 #: The ``model_config`` keys the module reads (``init_std_multiple`` comes from GePPO's config).
-MODEL_CONFIG_KEYS = ("fcnet_hiddens", "fcnet_activation", "conv_filters", "conv_activation",
-                     "init_std_multiple")
+MODEL_CONFIG_KEYS = ("fcnet_hiddens", "vf_fcnet_hiddens", "fcnet_activation", "conv_filters",
+                     "conv_activation", "init_std_multiple")
 #: Keys of RLlib's default modules that this module does not read, at the value that describes
 #: it: they may be set to that value (a config copied from PPO), never to another.
 MODEL_CONFIG_AS_BUILT = {"vf_share_layers": False, "head_fcnet_hiddens": [],
@@ -202,8 +202,9 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     function, each followed by its MLP. Discrete, MultiDiscrete and MultiBinary actions are
     categorical (MultiBinary as one two-way category per entry).
 
-    ``model_config`` keys: ``fcnet_hiddens`` (default [64, 64]), ``fcnet_activation``
-    (default "tanh"), ``conv_filters`` (default: RLlib's for the image size,
+    ``model_config`` keys: ``fcnet_hiddens`` (default [64, 64]), ``vf_fcnet_hiddens`` (the value
+    network's, default: those of ``fcnet_hiddens``; the paper's wide-network runs widen the
+    policy only), ``fcnet_activation`` (default "tanh"), ``conv_filters`` (default: RLlib's for the image size,
     ``ray.rllib.models.utils.get_filter_config``), ``conv_activation`` (default "relu") and
     ``init_std_multiple`` (set from the GePPO config: the initial std in normalised action
     units, i.e. multiple * half the action range in environment units).
@@ -243,7 +244,8 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 self.action_dist_cls = TorchMultiCategorical.get_partial_dist_cls(input_lens=categories)
         if not self.inference_only:
             self.vf_encoder = self._cnn() if self.pi_encoder is not None else None
-            self.vf = mlp([features, *hiddens, 1], activation, 1.0)
+            vf_hiddens = self.model_config.get("vf_fcnet_hiddens")
+            self.vf = mlp([features, *(hiddens if vf_hiddens is None else vf_hiddens), 1], activation, 1.0)
 
     def _cnn_config(self) -> CNNEncoderConfig:
         shape = list(self.observation_space.shape)

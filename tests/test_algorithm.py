@@ -71,6 +71,24 @@ def test_defaults_are_the_papers():
     assert get_trainable_cls("GePPO") is GePPO
 
 
+def test_vf_fcnet_hiddens_sizes_the_value_network_alone_on_both_stacks():
+    """The paper's wide-network runs (Appendix, "400 and 300 units") widen the policy only."""
+    from rllib_geppo.old_stack.torch_policy import GePPOTorchModelV2
+    from rllib_geppo.rl_module import GePPOTorchRLModule
+
+    obs, act = gym.spaces.Box(-1, 1, (17,)), gym.spaces.Box(-1, 1, (6,))
+    wide = {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]}
+    new = GePPOTorchRLModule(observation_space=obs, action_space=act, model_config=wide)
+    old = GePPOTorchModelV2(obs, act, 12, wide, "geppo_model").module
+
+    def widths(net):
+        return [layer.out_features for layer in net if isinstance(layer, torch.nn.Linear)]
+    for module in (new, old):
+        assert widths(module.pi) == [400, 300, 6] and widths(module.vf) == [64, 64, 1]
+    same = GePPOTorchRLModule(observation_space=obs, action_space=act, model_config={"fcnet_hiddens": [32]})
+    assert widths(same.vf) == [32, 1]  # unset: the policy's sizes
+
+
 @pytest.mark.parametrize("settings,overlaps", [
     ({}, True),  # the defaults: one EnvRunner
     ({"num_env_runners": 0}, False),  # the driver samples and learns: nothing to overlap
@@ -255,7 +273,7 @@ def test_cartpole_discrete_actions_train():
         algo.stop()
 
 
-def test_the_scale_preset_trains_with_8_gradient_steps_per_update_and_its_tuned_example_agrees():
+def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned_example_agrees():
     from pathlib import Path
 
     from rllib_geppo.cli.experiment_file import load_experiments, resolve_trials
@@ -272,7 +290,7 @@ def test_the_scale_preset_trains_with_8_gradient_steps_per_update_and_its_tuned_
         results = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(3)]
     finally:
         algo.stop()
-    assert [r["num_gradient_steps"] for r in results] == [8, 8, 8]
+    assert [r["num_gradient_steps"] for r in results] == [20, 20, 20]
     assert all(math.isfinite(r[k]) for r in results for k in METRICS)
     assert results[0]["policy_lr"] == SCALE["lr"]
 

@@ -141,6 +141,19 @@ def test_experiment_option_selects_experiments(capsys):
     assert list(out) == ["geppo-ant"] and out["geppo-ant"]["num_trials"] == 5
 
 
+def test_a_pattern_selects_figure_2s_experiments_with_the_policy_alone_wide(capsys):
+    out = dry_run(capsys, str(REPO / "tuned_examples" / "wide_networks.yaml"), "-e", "walker2d-*")
+    assert list(out) == ["walker2d-geppo", "walker2d-ppo", "walker2d-ppo-adapt", "walker2d-geppo-wide",
+                         "walker2d-ppo-wide", "walker2d-ppo-adapt-wide"]
+    for name, experiment in out.items():
+        assert sorted(t["seed"] for t in experiment["trials"]) == [0, 1, 2, 3, 4]
+        for trial in experiment["trials"]:
+            assert trial.get("sample_reuse", True) == ("geppo" in name)
+            assert trial.get("adaptive_lr", True) == ("ppo-adapt" in name or "geppo" in name)
+            assert trial.get("model_config") == (
+                {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]} if "wide" in name else None)
+
+
 @pytest.mark.parametrize("path", TUNED_EXAMPLES, ids=lambda p: p.name)
 def test_tuned_examples_pass_dry_run(path, capsys):
     out = dry_run(capsys, str(path))

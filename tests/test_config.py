@@ -177,7 +177,7 @@ def test_minibatches_are_checked_against_the_store_not_the_new_samples():
                                    "module has no head layers: put all hidden layers in fcnet_hiddens"),
     ({"fcnet_hidden": [32]}, "model_config['fcnet_hidden']=[32] would be ignored: it is not a "
                              "setting of GePPO's module. GePPO's RLModule reads fcnet_hiddens, "
-                             "fcnet_activation, conv_filters, conv_activation only. Fix: leave it out"),
+                             "vf_fcnet_hiddens, fcnet_activation, conv_filters, conv_activation only. Fix: leave it out"),
     ({"fcnet_activation": "swish"}, "model_config['fcnet_activation']='swish' is not one of GePPO's "
                                     "module's activations (tanh, relu, elu, silu)"),
     (DefaultModelConfig(head_fcnet_hiddens=[32]), "model_config['head_fcnet_hiddens']=[32]"),

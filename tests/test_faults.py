@@ -287,6 +287,7 @@ def test_non_finite_or_list_lr_fails_validation(setting, value, message):
     ("seed=0.5", "config key 'seed': expected null or an integer >= 0"),
     ("lr=[0.1,0.2]", "config key 'lr': expected a finite number > 0, or a schedule"),
     ("model_config.fcnet_hiddens=[64,wide]", "config key 'model_config': expected a mapping whose fcnet_hiddens"),
+    ("model_config.vf_fcnet_hiddens=[0]", "fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes"),
     ("policy_weights=[a,b]", "policy weights must be a list of numbers"),
 ])
 def test_cli_names_the_key_and_the_fix_before_ray_starts(override, message, capsys):

@@ -11,6 +11,7 @@ import collections.abc
 import copy
 import dataclasses
 import difflib
+import fnmatch
 import logging
 import math
 import os
@@ -242,15 +243,16 @@ def apply_overrides(
 def select_experiments(
     specs: list[ExperimentSpec], names: Sequence[str], path: str | Path
 ) -> list[ExperimentSpec]:
-    """The experiments named by --experiment, in file order (all of them if none is named)."""
+    """The experiments named by --experiment, in file order (all of them if none is named). A
+    name may be a shell-style pattern ("walker2d-*"); each name must match an experiment."""
     known = [s.name for s in specs]
     for name in names:
-        if name not in known:
+        if not fnmatch.filter(known, name):
             raise UserError(
                 f"{path}: no experiment '{name}'.{_suggest(name, known)} "
                 f"Experiments: {', '.join(known)}."
             )
-    return [s for s in specs if not names or s.name in names]
+    return [s for s in specs if not names or any(fnmatch.fnmatchcase(s.name, n) for n in names)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -587,10 +589,11 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "lr": (lambda v: _is_positive(v) or _is_schedule(v),
            "a finite number > 0, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
     "vf_lr": (_is_positive, "a finite number > 0"),
-    "model_config": (lambda v: not isinstance(v, dict) or "fcnet_hiddens" not in v
-                     or (isinstance(v["fcnet_hiddens"], list)
-                         and all(_is_int(h, 1) for h in v["fcnet_hiddens"])),
-                     "a mapping whose fcnet_hiddens is a list of layer sizes (integers >= 1)"),
+    "model_config": (lambda v: not isinstance(v, dict) or all(
+                         isinstance(v.get(key) or [], list) and all(_is_int(h, 1) for h in v.get(key) or [])
+                         for key in ("fcnet_hiddens", "vf_fcnet_hiddens")),
+                     "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes "
+                     "(integers >= 1)"),
 }
 
 

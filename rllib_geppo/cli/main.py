@@ -310,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     file.add_argument(
         "--experiment", "-e", action="append", default=[], metavar="NAME",
-        help="run only this experiment of the file; repeatable",
+        help="run only this experiment of the file; a shell-style pattern ('walker2d-*') runs "
+             "every match; repeatable",
     )
     file.add_argument(
         "--name", help="run directory under --storage-path (default: the file's name without .yaml)"
