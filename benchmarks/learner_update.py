@@ -15,8 +15,8 @@ median seconds per update over n new env steps, times 1,000, is the learner's se
 env steps: the most env steps per second a trial can train at, whatever its EnvRunners sample,
 is 1,000 over it.
 
-Settings: the paper's (10 epochs x 32 minibatches: 320 steps), the study's 80 and 20 steps
-(docs/results/learner_steps/README.md) and the preset (``rllib_geppo.presets.SCALE``).
+Settings: the paper's (10 epochs x 32 minibatches: 320 steps), the study's 80 steps, the preset
+(``rllib_geppo.presets.SCALE``, 20 steps) and 8 steps (docs/results/learner_steps/README.md).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from rllib_geppo.presets import SCALE
 SETTINGS = {
     "paper (320 steps)": {"num_epochs": 10, "num_minibatches": 32},
     "80 steps": {"num_epochs": 10, "num_minibatches": 8},
-    "20 steps": {"num_epochs": 5, "num_minibatches": 4},
-    "preset (SCALE)": SCALE,
+    "preset (SCALE, 20)": SCALE,
+    "8 steps": {"num_epochs": 2, "num_minibatches": 4},
 }
 
 

@@ -2,8 +2,10 @@
 
     python benchmarks/scaling.py                                   # a machine with 16 cores + GPU
     python benchmarks/scaling.py --runners 1 2 --seconds 8         # a 2-core laptop
+    python benchmarks/scaling.py --runners 1 2 --preset scale      # the scale preset's 20 steps
 
-Prints three tables (Hopper-v5, the paper's settings otherwise):
+Prints three tables (Hopper-v5, the paper's settings, or with ``--preset scale``
+``rllib_geppo.presets.SCALE``, otherwise):
 
 1. Learner seconds per 1,000 env steps on a full store (4 batches of n = 1024): a local learner
    on the CPU (one thread) and, if a GPU exists, on the GPU.
@@ -34,26 +36,29 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 
 from rllib_geppo import GePPOConfig
+from rllib_geppo.presets import SCALE
+
+PRESETS = {"paper": {}, "scale": SCALE}
 
 logger = logging.getLogger("benchmarks.scaling")
 
 
 def config(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
-           overlap: bool, compile_learner: bool | str) -> GePPOConfig:
+           overlap: bool, compile_learner: bool | str, preset: dict) -> GePPOConfig:
     learners = {"num_learners": 1, "num_gpus_per_learner": 1} if gpu else {"num_learners": 0}
     return (GePPOConfig().environment(env)
             .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs_per_runner)
             .learners(**learners)
             .training(train_batch_size_per_env_runner=steps_per_runner, overlap_sampling=overlap,
-                      compile_learner=compile_learner))
+                      compile_learner=compile_learner, **preset))
 
 
-def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int) -> float:
+def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int, preset: dict) -> float:
     """Time ``LearnerGroup.update`` on a full store (after 4 iterations that fill it)."""
     learners = {"num_learners": 0, "num_gpus_per_learner": 1 if gpu else 0}
     # Synchronous sampling: nothing samples while the timed update runs.
     algo = (GePPOConfig().environment(env).env_runners(num_env_runners=1).learners(**learners)
-            .training(overlap_sampling=False).build_algo())
+            .training(overlap_sampling=False, **preset).build_algo())
     seconds: list[float] = []
     update = algo.learner_group.update
 
@@ -104,9 +109,9 @@ def rate_of(step, seconds: float) -> float:
 
 
 def scaling_row(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
-                seconds: float, overlap: bool, compile_learner: bool | str) -> dict:
+                seconds: float, overlap: bool, compile_learner: bool | str, preset: dict) -> dict:
     algo = config(env, runners, steps_per_runner, envs_per_runner, gpu=gpu, overlap=overlap,
-                  compile_learner=compile_learner).build_algo()
+                  compile_learner=compile_learner, preset=preset).build_algo()
 
     def sample() -> int:
         episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group,
@@ -150,7 +155,10 @@ def main() -> None:
     parser.add_argument("--compile-learner", default="true", choices=("true", "false"),
                         help="the training rows' learner step: compiled (what \"auto\" runs after its "
                         "first 10 updates; default) or eager")
+    parser.add_argument("--preset", default="paper", choices=tuple(PRESETS),
+                        help="the learner's settings: the paper's (default) or rllib_geppo.presets.SCALE")
     args = parser.parse_args()
+    preset = PRESETS[args.preset]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     gpu = torch.cuda.is_available()
     # Logical CPUs: every EnvRunner and the learner get one, even where cores are fewer.
@@ -160,20 +168,23 @@ def main() -> None:
     print(f"{args.env}, {os.cpu_count()} CPU cores, {device}, torch {torch.__version__}, ray {ray.__version__}")
 
     if args.learner_iterations:
-        print("\nLearner seconds per 1,000 env steps (full store of 4 x 1024, 10 epochs x 32 minibatches):")
-        cpu = learner_seconds_per_1k(args.env, gpu=False, iterations=args.learner_iterations)
+        print(f"\nLearner seconds per 1,000 env steps (full store of 4 x 1024, {args.preset} settings):")
+        cpu = learner_seconds_per_1k(args.env, gpu=False, iterations=args.learner_iterations, preset=preset)
         print(f"  CPU (1 thread): {cpu:.3f}")
         if gpu:
-            on_gpu = learner_seconds_per_1k(args.env, gpu=True, iterations=args.learner_iterations)
+            on_gpu = learner_seconds_per_1k(args.env, gpu=True, iterations=args.learner_iterations,
+                                            preset=preset)
             print(f"  GPU:            {on_gpu:.3f}  (CPU/GPU {cpu / on_gpu:.2f})")
 
     compile_learner = args.compile_learner == "true"
     rows = {n: scaling_row(args.env, n, args.steps_per_runner, args.envs_per_runner, gpu=gpu,
-                           seconds=args.seconds, overlap=not args.sync, compile_learner=compile_learner)
+                           seconds=args.seconds, overlap=not args.sync, compile_learner=compile_learner,
+                           preset=preset)
             for n in args.runners}
     base = rows[args.runners[0]]
     print(f"\nEnv steps/s ({args.steps_per_runner} steps and {args.envs_per_runner} env(s) per EnvRunner "
-          f"per iteration; {'synchronous' if args.sync else 'overlapped'} sampling; learner: "
+          f"per iteration; {'synchronous' if args.sync else 'overlapped'} sampling; {args.preset} "
+          "settings; learner: "
           f"{'1 remote GPU learner' if gpu else 'local CPU learner'}, "
           f"{'compiled' if compile_learner else 'eager'}); parallel efficiency vs {args.runners[0]} "
           "runner(s) in brackets; training as a fraction of sampling only:")
