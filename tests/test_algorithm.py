@@ -262,17 +262,6 @@ def test_ppo_baseline_advantages_equal_rllib_gae():
         algo.stop()
 
 
-def test_cartpole_discrete_actions_train():
-    algo = small_config("CartPole-v1").build_algo()
-    try:
-        results = [algo.train() for _ in range(2)]
-        learner = results[-1]["learners"][DEFAULT_MODULE_ID]
-        assert all(math.isfinite(learner[k]) for k in METRICS)
-        assert learner["num_policies"] == 2
-    finally:
-        algo.stop()
-
-
 def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned_example_agrees():
     from pathlib import Path
 
@@ -293,26 +282,6 @@ def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned
     assert [r["num_gradient_steps"] for r in results] == [20, 20, 20]
     assert all(math.isfinite(r[k]) for r in results for k in METRICS)
     assert results[0]["policy_lr"] == SCALE["lr"]
-
-
-def test_two_cpu_learners_average_their_gradients_also_with_compile_learner():
-    """The learners average their gradients between the compiled part of the step and the
-    clip, so with ``compile_learner=True`` both compile and their weights stay identical."""
-    algo = small_config(compile_learner=True).learners(num_learners=2).build_algo()
-    try:
-        for _ in range(2):
-            result = algo.train()
-        learner = result["learners"][DEFAULT_MODULE_ID]
-        assert all(math.isfinite(learner[k]) for k in METRICS)
-        assert learner["num_policies"] == 2
-        compiled, weights = zip(*(call.get() for call in algo.learner_group.foreach_learner(lambda l: (
-            l.gradient_step(DEFAULT_MODULE_ID).compiled,
-            [p.detach().clone() for p in l.module[DEFAULT_MODULE_ID].parameters()]))))
-        assert compiled == (True, True)
-        for a, b in zip(*weights, strict=True):
-            assert torch.equal(a, b)
-    finally:
-        algo.stop()
 
 
 def test_vectorised_envs_keep_versions_segments_and_statistics_exact():

@@ -81,10 +81,11 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
     proc = subprocess.run(
         [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results"),
          "-c", "evaluation_interval=2", "-c", "evaluation_duration=1",
-         "-c", "evaluation_duration_unit=episodes"],
+         "-c", "evaluation_duration_unit=episodes", "-v"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "on the new API stack!" in proc.stdout + proc.stderr  # -v: RLlib's messages, unfiltered
     for experiment in ("geppo", "rllib-ppo"):
         # Both experiments land in one run directory (results/<file stem>), with all Tune files.
         (trial_dir,) = (tmp_path / "results" / "tiny").glob(f"{experiment}_*")

@@ -2,7 +2,6 @@
 bad settings and bad files. Nothing non-finite may reach the store, the statistics, the weights
 or a checkpoint; every bad input gets a message that names it and the fix."""
 
-import csv
 import json
 import logging
 import math
@@ -25,7 +24,6 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
 from rllib_geppo import GePPO, GePPOConfig, result_schema
-from rllib_geppo.checkpoint_manifest import read_manifest
 from rllib_geppo.geppo import EnvRunnerFailedError, EnvRunnerTimeoutError, NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
@@ -319,24 +317,6 @@ nan-pendulum:
 """
 
 
-def test_a_failed_trial_points_to_its_error_file_under_the_storage_path(tmp_path, capsys):
-    ray.shutdown()  # the command starts its own Ray
-    register_env("fault-pendulum", Fault)  # kept until the command's Ray starts
-    try:
-        (tmp_path / "nan.yaml").write_text(NAN_RUN)
-        assert main(["train", "file", str(tmp_path / "nan.yaml"), "--storage-path", str(tmp_path / "r")]) == 1
-        summary = capsys.readouterr().out.split("Summary:")[1]
-        error_file = Path(summary.rsplit(" error ", 1)[1].split()[0])
-        assert error_file.parent.parent == tmp_path / "r" / "nan" and error_file.name == "error.txt"
-        assert "non-finite reward = nan at env step 100" in error_file.read_text()
-        # The error's whole first line, not its first 300 characters.
-        assert re.search(r", rllib_geppo\.geppo\.NonFiniteDataError: Environment 'fault-pendulum' "
-                         r"returned a non-finite reward = nan at env step 100 in episode \w+\. "
-                         r"Nothing .* to drop such episode chunks and go on\., error /", summary), summary
-    finally:
-        start_ray()
-
-
 CRASH_RUN = """
 crash-pendulum:
   run: GePPO
@@ -559,53 +539,6 @@ def test_a_lost_batch_is_resampled_before_the_update(caplog):
         algo.stop()
 
 
-RESUMED_RUN = CRASH_RUN.replace("crash-pendulum:", "resumed:").replace("training_iteration: 3",
-                                                                      "training_iteration: 4")
-
-
-def test_progress_csv_stays_aligned_across_a_resume(tmp_path, capsys):
-    # Iteration 3 crashes the env (once); --resume continues from iteration 2's checkpoint, the
-    # newest on disk, even where Tune's saved state names an older one.
-    ray.shutdown()  # the command starts its own Ray
-    try:
-        experiment = tmp_path / "resumed.yaml"
-        experiment.write_text(RESUMED_RUN.replace("MARKER", str(tmp_path / "crashed")))
-        argv = ["train", "file", str(experiment), "--storage-path", str(tmp_path / "r")]
-        register_env("fault-pendulum", Fault)
-        assert main(argv) == 1
-        capsys.readouterr()
-        # Options that would change the run are refused, each named, before Ray starts.
-        register_env("fault-pendulum", Fault)  # each Ray session forgets it
-        assert main([*argv, "--resume", "-c", "train_batch_size_per_learner=512",
-                     "-c", "num_epochs=1", "--stop", "training_iteration=10"]) == 2
-        err = capsys.readouterr().err
-        assert "these would change them: -c train_batch_size_per_learner=512, --stop " \
-               "training_iteration=10. Leave them out to resume" in err  # num_epochs is unchanged
-        # As after a SIGKILL: Tune's saved state lags, naming checkpoint 0; the newest is 1.
-        forget_newest_checkpoint(tmp_path / "r" / "resumed")
-        register_env("fault-pendulum", Fault)
-        assert main([*argv, "--resume"]) == 0
-        assert "resuming from checkpoint_000001 (iteration 2); Tune's experiment state named " \
-               "checkpoint_000000" in capsys.readouterr().err
-        (trial_dir,) = (tmp_path / "r" / "resumed").glob("resumed_*")
-        checkpoints = sorted(c.name for c in trial_dir.glob("checkpoint_*"))
-        # New checkpoints come after the old ones, which stay as they were.
-        assert checkpoints[:2] == ["checkpoint_000000", "checkpoint_000001"] and len(checkpoints) >= 3
-        assert read_manifest(trial_dir / "checkpoint_000001")["training_iteration"] == 2
-        with open(trial_dir / "progress.csv", newline="") as f:
-            header, *rows = list(csv.reader(f))
-        assert len(rows) == 4 and all(len(row) == len(header) for row in rows)
-        rows = [dict(zip(header, row)) for row in rows]
-        assert [int(r["training_iteration"]) for r in rows] == [1, 2, 3, 4]
-        assert [float(r["num_env_steps_sampled_lifetime"]) for r in rows] == [128, 256, 384, 512]
-        assert {float(r["learners/default_policy/sample_lag"]) for r in rows} == {0.0}
-        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-        assert list(result_schema.leaf_paths(results[0])) == list(result_schema.leaf_paths(results[-1]))
-        assert math.isnan(results[0]["env_runners"]["episode_return_mean"])  # none ended yet
-    finally:
-        start_ray()
-
-
 def test_result_schema_grows_with_keys_that_appear_late_and_skips_clashes():
     keys = [("a", "x"), ("b",), ("e", "f")]
     later = {"a": {"x": 1, "y": 2}, "b": {"c": 3}, "d": 4, "e": 5}
@@ -730,17 +663,3 @@ def test_the_driver_diagnosis_names_a_reward_rllib_cannot_take():
 
 
 
-def forget_newest_checkpoint(run_dir: Path) -> None:
-    """Make Tune's experiment state lag the checkpoints, as after a SIGKILL: the trials'
-    newest checkpoint is on disk, but the state records only the ones before it."""
-    for state_file in run_dir.glob("experiment_state-*.json"):
-        state = json.loads(state_file.read_text())
-        for entry in state["trial_data"]:
-            metadata = json.loads(entry[1])
-            packed = metadata["checkpoint_manager"]
-            manager = ray.cloudpickle.loads(bytes.fromhex(packed["value"]))
-            manager._checkpoint_results = manager._checkpoint_results[:-1]
-            manager._latest_checkpoint_result = manager._checkpoint_results[-1]
-            packed["value"] = ray.cloudpickle.dumps(manager).hex()
-            entry[1] = json.dumps(metadata)
-        state_file.write_text(json.dumps(state))

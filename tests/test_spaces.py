@@ -76,16 +76,21 @@ class MultiBinaryCartPole(gym.ActionWrapper):
         return int(action[0])
 
 
-def test_images_go_through_a_cnn_and_are_not_normalised():
+def test_stacked_images_go_through_a_cnn_are_stored_stacked_and_not_normalised():
+    """MinAtar's Breakout (10 x 10 x 4 images of 0s and 1s), 2 frames stacked in the env."""
     pytest.importorskip("minatar")
-    algo, _ = train(small("MinAtar/Breakout-v1"))
+    from ray import tune
+
+    tune.register_env("StackedBreakout", lambda config: StackFrames(gym.make("MinAtar/Breakout-v1"), 2))
+    algo, _ = train(small("StackedBreakout"))
     try:
         encoder = module(algo).pi_encoder
         assert isinstance(encoder, TorchCNNEncoder) and isinstance(module(algo).vf_encoder, TorchCNNEncoder)
+        assert module(algo).observation_space.shape == (10, 10, 8)  # 2 frames of 4 channels
         state = algo.module_state()
         assert state.obs_stats is None
         stored = state.store.batches[-1].layout[C.OBS]
-        assert stored.dtype == np.float32 and stored.shape[1:] == (10, 10, 4)
+        assert stored.dtype == np.float32 and stored.shape[1:] == (10, 10, 8)
         assert set(np.unique(stored)) <= {0.0, 1.0}
         # The value network's CNN learns with the value lr, the policy's with the policy lr.
         policy, value = algo.learner_group._learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).param_groups
@@ -211,16 +216,3 @@ def test_stack_frames_concatenates_the_last_observations_on_their_last_axis():
     assert not np.array_equal(second[8:], first[8:])
     with pytest.raises(ValueError, match="flat Box or image"):
         StackFrames(CartPoleDict(), 2)
-
-
-def test_stacked_image_frames_train_and_are_stored_stacked():
-    pytest.importorskip("minatar")
-    from ray import tune
-
-    tune.register_env("StackedBreakout", lambda config: StackFrames(gym.make("MinAtar/Breakout-v1"), 2))
-    algo, _ = train(small("StackedBreakout"), iterations=1)
-    try:
-        assert module(algo).observation_space.shape == (10, 10, 8)  # 2 frames of 4 channels
-        assert algo.module_state().store.batches[-1].layout[C.OBS].shape[1:] == (10, 10, 8)
-    finally:
-        algo.stop()

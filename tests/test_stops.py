@@ -13,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from rllib_geppo import result_schema
 from rllib_geppo.checkpoint_manifest import read_manifest
+from rllib_geppo.cli.main import main
 
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
@@ -125,7 +127,7 @@ def done(folder: Path) -> bool:
     return bool(lines) and json.loads(lines[-1]).get("done", False)
 
 
-def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(tmp_path):
+def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(tmp_path, capsys):
     (tmp_path / "stops.yaml").write_text(RUN)
     argv = ["train", "file", tmp_path / "stops.yaml", "--storage-path", tmp_path / "r"]
     run_dir = tmp_path / "r" / "stops"
@@ -146,6 +148,12 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
     killed, newest = snapshot(long), checkpoints(long)[-1]
     assert iterations(short) == ([1, 2, 3], [1, 2, 3])
 
+    # Options that would change the run are refused, each named, before Ray starts.
+    assert main([*map(str, argv), "--resume", "-c", "train_batch_size_per_learner=512",
+                 "-c", "num_epochs=1", "--stop", "training_iteration=10"]) == 2
+    assert "these would change them: -c train_batch_size_per_learner=512, --stop " \
+           "training_iteration=10. Leave them out to resume" in capsys.readouterr().err  # num_epochs is as it was
+
     # --resume: "short" stays finished; "long" continues from its newest checkpoint. SIGTERM
     # then stops it at the end of an iteration, with a checkpoint of it.
     run = start([*argv, "--resume"], tmp_path / "2.out", **lagging)
@@ -165,6 +173,11 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
     assert f"resuming from {newest.name} (iteration {read_manifest(newest)['training_iteration']})" in out
     results, rows = iterations(long)
     assert results == rows == list(range(1, results[-1] + 1)) and results[-1] > 5  # each once
+    with (long / "progress.csv").open(newline="") as f:
+        header, *cells = list(csv.reader(f))
+    assert all(len(row) == len(header) for row in cells)  # the columns stay aligned
+    first, last = (json.loads(line) for line in (long / "result.json").read_text().splitlines()[::len(results) - 1])
+    assert list(result_schema.leaf_paths(first)) == list(result_schema.leaf_paths(last))
     assert read_manifest(checkpoints(long)[-1])["training_iteration"] == results[-1]  # none lost
     now = snapshot(long)
     assert {name: now[name] for name in killed} == killed  # no checkpoint overwritten
