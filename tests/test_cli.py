@@ -418,3 +418,15 @@ def test_resume_of_a_run_whose_saved_state_is_cut_short_exits_2(tmp_path, capsys
         capsys, path, "--storage-path", str(tmp_path / "results"), "--resume", "--name", "run")
     assert f"--resume: the run's saved state {state} cannot be read (JSONDecodeError" in err
     assert "Tune would start the run over" in err
+
+
+def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others():
+    from rllib_geppo.cli.experiment_file import UserError
+    from rllib_geppo.cli.resume import SavedTrial, check_unchanged
+
+    saved = [SavedTrial(name, {"lr": lr}, {"training_iteration": 9}, "RUNNING", name)
+             for name, lr in (("walker2d-geppo", 3e-4), ("walker2d-ppo", 1e-4))]
+    check_unchanged(saved, ["walker2d-*"], [], [], None)
+    check_unchanged(saved, ["walker2d-g*"], ["lr=3e-4"], [], None)  # the pattern selects geppo alone
+    with pytest.raises(UserError, match=r"these would change them: -e hopper-\* \(not in the run\), -c lr=3e-4\."):
+        check_unchanged(saved, ["walker2d-*", "hopper-*"], ["lr=3e-4"], [], None)

@@ -16,6 +16,7 @@ with the same --storage-path and --name stops instead of writing into the same f
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import json
 import logging
 import os
@@ -121,10 +122,12 @@ def check_unchanged(trials: Sequence[SavedTrial], experiments: Sequence[str], co
                     stop: Sequence[str], num_samples_by_experiment: Mapping[str, int] | None) -> None:
     """Raise UserError naming each option that would change the saved run: a -c value or a
     --stop criterion that differs from every trial's, a --num-samples that changes the number
-    of trials, an experiment the run does not hold. Options equal to the run's pass."""
+    of trials, an experiment (or a shell-style pattern) the run does not hold. Options equal to
+    the run's pass."""
     changed = [f"-e {name} (not in the run)" for name in experiments
-               if not any(t.experiment == name for t in trials)]
-    selected = [t for t in trials if not experiments or t.experiment in experiments]
+               if not any(fnmatch.fnmatchcase(t.experiment, name) for t in trials)]
+    selected = [t for t in trials
+                if not experiments or any(fnmatch.fnmatchcase(t.experiment, n) for n in experiments)]
     for option, items, saved in (("-c", config, lambda t: t.config), ("--stop", stop, lambda t: t.stop)):
         for text in items:
             keys, value = parse_assignment(text, option)
