@@ -204,10 +204,10 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
 
     ``model_config`` keys: ``fcnet_hiddens`` (default [64, 64]), ``vf_fcnet_hiddens`` (the value
     network's, default: those of ``fcnet_hiddens``; the paper's wide-network runs widen the
-    policy only), ``fcnet_activation`` (default "tanh"), ``conv_filters`` (default: RLlib's for the image size,
-    ``ray.rllib.models.utils.get_filter_config``), ``conv_activation`` (default "relu") and
-    ``init_std_multiple`` (set from the GePPO config: the initial std in normalised action
-    units, i.e. multiple * half the action range in environment units).
+    policy only), ``fcnet_activation`` (default "tanh"), ``conv_filters`` (default: RLlib's
+    for the image size, ``ray.rllib.models.utils.get_filter_config``), ``conv_activation``
+    (default "relu") and ``init_std_multiple`` (set from the GePPO config: the initial std in
+    normalised action units, i.e. multiple * half the action range in environment units).
     """
 
     @override(RLModule)

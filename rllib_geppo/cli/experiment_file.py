@@ -240,19 +240,25 @@ def apply_overrides(
     return spec
 
 
+def named_by(experiment: str, names: Sequence[str]) -> bool:
+    """Whether --experiment ``names`` (names or shell-style patterns such as "walker2d-*")
+    select ``experiment``; no names select every experiment."""
+    return not names or any(fnmatch.fnmatchcase(experiment, name) for name in names)
+
+
 def select_experiments(
     specs: list[ExperimentSpec], names: Sequence[str], path: str | Path
 ) -> list[ExperimentSpec]:
-    """The experiments named by --experiment, in file order (all of them if none is named). A
-    name may be a shell-style pattern ("walker2d-*"); each name must match an experiment."""
+    """The experiments named by --experiment (:func:`named_by`), in file order; each name must
+    select one at least."""
     known = [s.name for s in specs]
     for name in names:
-        if not fnmatch.filter(known, name):
+        if not any(named_by(experiment, [name]) for experiment in known):
             raise UserError(
                 f"{path}: no experiment '{name}'.{_suggest(name, known)} "
                 f"Experiments: {', '.join(known)}."
             )
-    return [s for s in specs if not names or any(fnmatch.fnmatchcase(s.name, n) for n in names)]
+    return [s for s in specs if named_by(s.name, names)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -577,6 +583,11 @@ def _is_schedule(value: Any) -> bool:
 
 # RLlib settings (of every algorithm) whose bad values RLlib only rejects once Ray runs, or with
 # a message that names neither the key nor a fix: key -> (test, what a good value is).
+def _is_layer_sizes(value: Any) -> bool:
+    """A list of hidden-layer sizes, integers >= 1."""
+    return isinstance(value, list) and all(_is_int(h, 1) for h in value)
+
+
 VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "num_env_runners": (lambda v: _is_int(v, 0), "an integer >= 0 (0 samples in the driver)"),
     "num_envs_per_env_runner": (lambda v: _is_int(v, 1), "an integer >= 1"),
@@ -589,9 +600,10 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "lr": (lambda v: _is_positive(v) or _is_schedule(v),
            "a finite number > 0, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
     "vf_lr": (_is_positive, "a finite number > 0"),
-    "model_config": (lambda v: not isinstance(v, dict) or all(
-                         isinstance(v.get(key) or [], list) and all(_is_int(h, 1) for h in v.get(key) or [])
-                         for key in ("fcnet_hiddens", "vf_fcnet_hiddens")),
+    # vf_fcnet_hiddens may be None: the value network then takes fcnet_hiddens.
+    "model_config": (lambda v: not isinstance(v, dict)
+                     or (_is_layer_sizes(v.get("fcnet_hiddens", []))
+                         and _is_layer_sizes(v.get("vf_fcnet_hiddens") or [])),
                      "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes "
                      "(integers >= 1)"),
 }

@@ -16,7 +16,6 @@ with the same --storage-path and --name stops instead of writing into the same f
 from __future__ import annotations
 
 import fcntl
-import fnmatch
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rllib_geppo.checkpoint_manifest import write_json_atomically
-from rllib_geppo.cli.experiment_file import UserError, parse_assignment
+from rllib_geppo.cli.experiment_file import UserError, named_by, parse_assignment
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +124,8 @@ def check_unchanged(trials: Sequence[SavedTrial], experiments: Sequence[str], co
     of trials, an experiment (or a shell-style pattern) the run does not hold. Options equal to
     the run's pass."""
     changed = [f"-e {name} (not in the run)" for name in experiments
-               if not any(fnmatch.fnmatchcase(t.experiment, name) for t in trials)]
-    selected = [t for t in trials
-                if not experiments or any(fnmatch.fnmatchcase(t.experiment, n) for n in experiments)]
+               if not any(named_by(t.experiment, [name]) for t in trials)]
+    selected = [t for t in trials if named_by(t.experiment, experiments)]
     for option, items, saved in (("-c", config, lambda t: t.config), ("--stop", stop, lambda t: t.stop)):
         for text in items:
             keys, value = parse_assignment(text, option)
