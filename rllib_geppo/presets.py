@@ -4,11 +4,10 @@
 that the learner keeps up with more samplers: 5 epochs of 4 minibatches over the stored samples
 (20 steps of about 1,024 samples at n = 1,024), with both Adam step sizes scaled by the square
 root of the 16-fold cut in steps (3e-4 x sqrt(320 / 20), Hilton et al.'s rule for a batch grown
-that much); the TV-driven policy lr adapts from there as always. It costs 4.2x less learner
-time per env step than the paper's settings and learns less per sample (5 seeds: averages 1.6
-and 2.2 standard errors below them on Hopper-v5 and HalfCheetah-v5; 8 steps did not learn
-Hopper): docs/results/learner_steps/README.md. ``tuned_examples/geppo_scale.yaml`` holds the
-same values.
+that much); the TV-driven policy lr adapts from there as always. It costs a fraction of the
+paper's learner time per env step and learns less per sample than the paper's settings (both
+measured in docs/results/learner_steps/README.md). ``tuned_examples/geppo_scale.yaml`` holds
+the same values.
 
 .. code-block:: python
 
