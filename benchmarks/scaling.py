@@ -37,6 +37,7 @@ from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.presets import SCALE
+from timing import median, rate_of, record_calls
 
 PRESETS = {"paper": {}, "scale": SCALE}
 
@@ -59,67 +60,33 @@ def learner_seconds_per_1k(env: str, *, gpu: bool, iterations: int, preset: dict
     # Synchronous sampling: nothing samples while the timed update runs.
     algo = (GePPOConfig().environment(env).env_runners(num_env_runners=1).learners(**learners)
             .training(overlap_sampling=False, **preset).build_algo())
-    seconds: list[float] = []
-    update = algo.learner_group.update
-
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return update(*args, **kwargs)  # returns host-side metrics: the GPU is done
-        finally:
-            seconds.append(time.perf_counter() - start)
-
-    algo.learner_group.update = timed
+    seconds = record_calls(algo.learner_group, "update")  # host-side metrics: the GPU is done
     for _ in range(4 + iterations):
         algo.train()
     algo.stop()
-    per_iteration = sorted(seconds[4:])[len(seconds[4:]) // 2]  # median of the full-store updates
-    return per_iteration / algo.config.train_batch_size_per_learner * 1000
+    return median(seconds[4:]) / algo.config.train_batch_size_per_learner * 1000  # full-store updates
 
 
 def instrument(algo) -> dict[str, list[float]]:
     """Record the seconds of every sample, learner update and weight sync of ``algo``."""
-    seconds: dict[str, list[float]] = {"sample": [], "update": [], "sync": []}
-    for key, owner, name in (("sample", algo, "_sample"), ("update", algo.learner_group, "update"),
-                             ("sync", algo, "_sync_env_runner_weights")):
-        method = getattr(owner, name)
-
-        def timed(*args, _method=method, _key=key, **kwargs):
-            start = time.perf_counter()
-            try:
-                return _method(*args, **kwargs)
-            finally:
-                seconds[_key].append(time.perf_counter() - start)
-
-        setattr(owner, name, timed)
-    return seconds
+    return {"sample": record_calls(algo, "_sample"), "update": record_calls(algo.learner_group, "update"),
+            "sync": record_calls(algo, "_sync_env_runner_weights")}
 
 
-def median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2] if values else float("nan")
-
-
-def rate_of(step, seconds: float) -> float:
-    """Env steps per second of ``step()`` (returns steps) over about ``seconds``, after one warm-up."""
-    step()
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        steps += step()
-    return steps / (time.perf_counter() - start)
+def sampling_rate(algo, steps: int, seconds: float) -> float:
+    """Env steps/s of ``algo``'s EnvRunners sampling alone, ``steps`` at a time, over ``seconds``."""
+    def sample() -> int:
+        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=steps,
+                                               _uses_new_env_runners=True)
+        return sum(len(e) for e in episodes)
+    return rate_of(sample, seconds)
 
 
 def scaling_row(env: str, runners: int, steps_per_runner: int, envs_per_runner: int, *, gpu: bool,
                 seconds: float, overlap: bool, compile_learner: bool | str, preset: dict) -> dict:
     algo = config(env, runners, steps_per_runner, envs_per_runner, gpu=gpu, overlap=overlap,
                   compile_learner=compile_learner, preset=preset).build_algo()
-
-    def sample() -> int:
-        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group,
-                                               max_env_steps=runners * steps_per_runner,
-                                               _uses_new_env_runners=True)
-        return sum(len(e) for e in episodes)
-
-    row: dict = {"sampling only": rate_of(sample, seconds)}
+    row: dict = {"sampling only": sampling_rate(algo, runners * steps_per_runner, seconds)}
     for _ in range(4):  # the warm-up: fills the store and compiles the learner's step
         last = algo.train()
     spent = instrument(algo)

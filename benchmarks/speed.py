@@ -28,6 +28,8 @@ import ray
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from rllib_geppo import GePPOConfig
+from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings, build_model
+from timing import record_calls
 
 logger = logging.getLogger("benchmarks.speed")
 
@@ -72,17 +74,7 @@ def systems(env: str) -> dict[str, Callable | None]:
 def measure_rllib(config, steps: int, warmup: int) -> dict[str, float]:
     """Train to ``steps`` env steps after ``warmup`` iterations; time every learner update."""
     algo = config.build_algo()
-    learner_seconds: list[float] = []
-    update = algo.learner_group.update
-
-    def timed_update(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return update(*args, **kwargs)
-        finally:
-            learner_seconds.append(time.perf_counter() - start)
-
-    algo.learner_group.update = timed_update
+    learner_seconds = record_calls(algo.learner_group, "update")
     for _ in range(warmup):  # actor start-up, first torch calls, GePPO's first overlap, compiling
         start_steps = algo.train()["num_env_steps_sampled_lifetime"]
     learner_seconds.clear()
@@ -97,29 +89,11 @@ def measure_rllib(config, steps: int, warmup: int) -> dict[str, float]:
 
 def measure_sb3(env: str, steps: int) -> dict[str, float] | None:
     try:
-        import torch
-        from stable_baselines3 import PPO
-        from stable_baselines3.common.env_util import make_vec_env
-        from stable_baselines3.common.vec_env import VecNormalize
+        model = build_model(SB3PPOSettings(env=env))  # the paper's PPO settings, one env
     except ImportError:
         logger.warning("SB3 PPO skipped: pip install -e '.[baselines]' (from a checkout) to include it.")
         return None
-    vec_env = VecNormalize(make_vec_env(env, n_envs=1, seed=0), gamma=0.995)
-    model = PPO("MlpPolicy", vec_env, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.995,
-                gae_lambda=0.97, clip_range=0.2, learning_rate=3e-4, max_grad_norm=0.5, seed=0,
-                policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh},
-                device="cpu", verbose=0)
-    learner_seconds: list[float] = []
-    train = model.train
-
-    def timed_train():
-        start = time.perf_counter()
-        try:
-            return train()
-        finally:
-            learner_seconds.append(time.perf_counter() - start)
-
-    model.train = timed_train
+    learner_seconds = record_calls(model, "train")
     model.learn(2048)  # warm-up
     learner_seconds.clear()
     start = time.perf_counter()

@@ -125,22 +125,23 @@ def import_sb3() -> Any:
     return stable_baselines3
 
 
-def sb3_ppo(config: dict[str, Any]) -> None:
-    """Tune function trainable: SB3 PPO with :class:`SB3PPOSettings`, one report per iteration."""
+def build_model(settings: SB3PPOSettings, vec_env_cls: type | None = None) -> Any:
+    """SB3's ``PPO`` with ``settings`` on ``num_envs_per_env_runner`` envs, each in a ``Monitor``,
+    under ``VecNormalize``. ``vec_env_cls``: SB3's ``DummyVecEnv`` (the default: the envs step in
+    this process) or ``SubprocVecEnv`` (one process per env); the data are the same."""
     import torch
-    from ray import tune
 
-    settings = SB3PPOSettings.from_config(config)
     import_sb3()
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    envs = make_vec_env(settings.env, n_envs=settings.num_envs_per_env_runner, seed=settings.seed)
+    envs = make_vec_env(settings.env, n_envs=settings.num_envs_per_env_runner, seed=settings.seed,
+                        vec_env_cls=vec_env_cls)
     env = VecNormalize(envs, norm_obs=settings.normalize_observations,
                        norm_reward=settings.normalize_rewards, gamma=settings.gamma)
     hiddens = list(settings.model_config["fcnet_hiddens"])
-    model = PPO(
+    return PPO(
         "MlpPolicy", env, learning_rate=settings.lr, gamma=settings.gamma,
         gae_lambda=settings.lambda_, clip_range=settings.clip_param, n_epochs=settings.num_epochs,
         n_steps=settings.train_batch_size // settings.num_envs_per_env_runner,
@@ -149,7 +150,15 @@ def sb3_ppo(config: dict[str, Any]) -> None:
         policy_kwargs={"net_arch": {"pi": hiddens, "vf": hiddens},
                        "activation_fn": getattr(torch.nn, _ACTIVATIONS[settings.model_config["fcnet_activation"]])},
         seed=settings.seed, device="cpu", verbose=0)
-    monitors = envs.envs  # make_vec_env wraps every env in a Monitor: raw episode returns
+
+
+def sb3_ppo(config: dict[str, Any]) -> None:
+    """Tune function trainable: SB3 PPO with :class:`SB3PPOSettings`, one report per iteration."""
+    from ray import tune
+
+    settings = SB3PPOSettings.from_config(config)
+    model = build_model(settings)
+    monitors = model.get_env().venv.envs  # make_vec_env's Monitors: raw episode returns
     seen = [0] * len(monitors)
     while True:
         model.learn(total_timesteps=settings.train_batch_size, reset_num_timesteps=False)
