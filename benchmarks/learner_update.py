@@ -3,6 +3,7 @@ fewer, larger gradient steps (the scale preset), side by side.
 
     python benchmarks/learner_update.py                          # Hopper-v5, n = 1,024
     python benchmarks/learner_update.py --n 4096 --rounds 5      # a larger batch per iteration
+    python benchmarks/learner_update.py --n 4096 --only "8 steps"  # one setting beside the paper's
 
 For each setting one Algorithm samples in the driver (``num_env_runners=0``, synchronous) until
 its store is full (M = 4 batches of n new env steps; n / 512 envs, so every env collects 512
@@ -33,8 +34,9 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from rllib_geppo import GePPOConfig
 from rllib_geppo.presets import SCALE
 
+PAPER = "paper (320 steps)"
 SETTINGS = {
-    "paper (320 steps)": {"num_epochs": 10, "num_minibatches": 32},
+    PAPER: {"num_epochs": 10, "num_minibatches": 32},
     "80 steps": {"num_epochs": 10, "num_minibatches": 8},
     "preset (SCALE, 20)": SCALE,
     "8 steps": {"num_epochs": 2, "num_minibatches": 4},
@@ -65,16 +67,19 @@ def main() -> None:
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--n", type=int, default=1024, help="new env steps per iteration")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", nargs="+", choices=tuple(SETTINGS), default=tuple(SETTINGS),
+                        help="time only these settings (the paper's is always timed: the ratios' base)")
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     torch.set_num_threads(1)
-    algos = {name: filled(args.env, args.n, setting) for name, setting in SETTINGS.items()}
+    names = [name for name in SETTINGS if name == PAPER or name in args.only]
+    algos = {name: filled(args.env, args.n, SETTINGS[name]) for name in names}
     times: dict[str, list[float]] = {name: [] for name in algos}
     for _ in range(args.rounds):
         for name, algo in algos.items():
             times[name].append(seconds_per_update(algo))
-    paper = statistics.median(times["paper (320 steps)"])
-    print(f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos['paper (320 steps)'].nu)} x n; "
+    paper = statistics.median(times[PAPER])
+    print(f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos[PAPER].nu)} x n; "
           f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}")
     print(f"  {'setting':22s}{'steps/update':>14}{'ms/update':>11}{'s per 1k env steps':>20}{'vs paper':>10}")
     for name, algo in algos.items():
