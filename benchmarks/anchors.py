@@ -51,6 +51,7 @@ from timing import median, record_calls
 logger = logging.getLogger("benchmarks.anchors")
 
 RUNNERS = (1, 4, 8, 15)
+GEPPO_N = 1024  # GePPO's new env steps per iteration, on its one EnvRunner
 PPO_BATCH = 16384  # RLlib PPO's env steps per iteration: 32 envs x 512 steps
 SB3_BATCH = 2048
 
@@ -67,14 +68,17 @@ def rllib_ppo(env: str, envs_per_runner: int) -> PPOConfig:
                       lr=3e-4, gamma=0.99, lambda_=0.95, vf_loss_coeff=0.01))
 
 
-def measure_geppo(env: str, preset: dict, seconds: float) -> dict[str, float]:
-    row = scaling_row(env, 1, 1024, 2, gpu=False, seconds=seconds, overlap=True,
+def measure_geppo(env: str, preset: dict, seconds: float) -> dict:
+    row = scaling_row(env, 1, GEPPO_N, 2, gpu=False, seconds=seconds, overlap=True,
                       compile_learner=True, preset=preset)
-    return {"sampling": row["sampling only"], "learner_s_per_1k": row["seconds"][1] / 1024 * 1000,
-            "training": row["training"]}
+    learner_per_step = row["seconds"][1] / GEPPO_N
+    # Overlapped: the slower of N EnvRunners' sampling and the learner sets the pace.
+    return {"sampling": row["sampling only"], "learner_s_per_1k": learner_per_step * 1000,
+            "training": row["training"],
+            "predicted": [min(n * row["sampling only"], 1 / learner_per_step) for n in RUNNERS]}
 
 
-def measure_rllib_ppo(env: str, seconds: float, iterations: int) -> dict[str, float]:
+def measure_rllib_ppo(env: str, seconds: float, iterations: int) -> dict:
     rates = {}
     for envs in sorted({32 // n for n in RUNNERS}):
         algo = rllib_ppo(env, envs).build_algo()
@@ -89,11 +93,14 @@ def measure_rllib_ppo(env: str, seconds: float, iterations: int) -> dict[str, fl
             training = iterations * PPO_BATCH / (time.perf_counter() - start)
         algo.stop()
         logger.info("RLlib PPO, %d envs per EnvRunner: %.0f env steps/s sampling", envs, rates[envs])
-    return {"sampling": rates[32], "learner_s_per_1k": median(learner) / PPO_BATCH * 1000,
-            "training": training, "sampling_by_envs": rates}
+    learner_per_step = median(learner) / PPO_BATCH
+    # Synchronous: N EnvRunners, each stepping 32 / N envs, sample; then the learner learns.
+    return {"sampling": rates[32], "learner_s_per_1k": learner_per_step * 1000,
+            "training": training, "sampling_by_envs": rates,
+            "predicted": [1 / (1 / (n * rates[32 // n]) + learner_per_step) for n in RUNNERS]}
 
 
-def measure_sb3(env: str, updates: int) -> dict[str, float] | None:
+def measure_sb3(env: str, updates: int) -> dict | None:
     try:
         from stable_baselines3.common.vec_env import SubprocVecEnv
     except ImportError:
@@ -117,21 +124,13 @@ def measure_sb3(env: str, updates: int) -> dict[str, float] | None:
     single.learn(4 * SB3_BATCH, reset_num_timesteps=False)
     vector_step = (time.perf_counter() - start) / (4 * SB3_BATCH)
     single.get_env().close()
-    learner_s = sum(learner)
-    return {"sampling": updates * SB3_BATCH / (elapsed - learner_s),
-            "learner_s_per_1k": learner_s / (updates * SB3_BATCH) * 1000,
-            "training": updates * SB3_BATCH / elapsed, "sampling_bound": 16 / vector_step}
-
-
-def predicted(name: str, f: dict, runners: int) -> float:
-    """Env steps/s at ``runners`` EnvRunners on as many cores (the model in the docstring)."""
-    learner_per_step = f["learner_s_per_1k"] / 1000
-    if name.startswith("GePPO"):
-        return min(runners * f["sampling"], 1 / learner_per_step)
-    if name == "RLlib PPO":
-        rate = runners * f["sampling_by_envs"][32 // runners]
-        return 1 / (1 / rate + learner_per_step)
-    return 1 / (1 / f["sampling_bound"] + learner_per_step)  # SB3: its 16 envs, no EnvRunners
+    learner_per_step = sum(learner) / (updates * SB3_BATCH)
+    bound = 16 / vector_step
+    # No EnvRunners: its 16 envs at their bound, then its learner, whatever N.
+    return {"sampling": updates * SB3_BATCH / (elapsed - sum(learner)),
+            "learner_s_per_1k": learner_per_step * 1000,
+            "training": updates * SB3_BATCH / elapsed, "sampling_bound": bound,
+            "predicted": [1 / (1 / bound + learner_per_step)] * len(RUNNERS)}
 
 
 def main() -> None:
@@ -157,7 +156,7 @@ def main() -> None:
           + "".join(f"{f'N={n} (pred.)':>14s}" for n in RUNNERS))
     for name, f in figures.items():
         print(f"{name:26s}{f['sampling']:24,.0f}{f['learner_s_per_1k']:20.3f}{f['training']:15,.0f}"
-              + "".join(f"{predicted(name, f, n):14,.0f}" for n in RUNNERS))
+              + "".join(f"{rate:14,.0f}" for rate in f["predicted"]))
     ppo = figures["RLlib PPO"]["sampling_by_envs"]
     print("RLlib PPO's EnvRunner, env steps/s by envs stepped: "
           + ", ".join(f"{envs}: {rate:,.0f}" for envs, rate in sorted(ppo.items())))
