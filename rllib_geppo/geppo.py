@@ -67,6 +67,7 @@ from rllib_geppo.core import segments
 from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
 from rllib_geppo.core.gradients import CLIP_BY, CLIP_SCOPES
 from rllib_geppo.core.module_state import REWARD_SCALINGS, ModuleState
+from rllib_geppo.core.networks import DEFAULT_MODEL_CONFIG
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
 from rllib_geppo.core.segments import Segment, describe_nonfinite
@@ -198,7 +199,7 @@ class GePPOConfig(PPOConfig):
         # RLlib must not rescale samples, only clip them to the bounds for the env.
         self.normalize_actions = False
         self.clip_actions = True
-        self.rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"})
+        self.rl_module(model_config=dict(DEFAULT_MODEL_CONFIG))
 
         # GePPO settings (paper symbol in brackets).
         self.batch_multiple = 2  # B: PPO's batch N = B * n

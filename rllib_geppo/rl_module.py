@@ -34,6 +34,8 @@ from ray.rllib.models.utils import get_filter_config
 from ray.rllib.utils.annotations import override
 from torch import nn
 
+from rllib_geppo.core.networks import mlp_config
+
 #: Normalised observations are clipped to +-OBS_CLIP (authors' code).
 OBS_CLIP = 10.0
 #: Floor of the policy's standard deviation.
@@ -213,8 +215,8 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     @override(RLModule)
     def setup(self) -> None:
         check_spaces(self.observation_space, self.action_space)
-        hiddens = list(self.model_config.get("fcnet_hiddens", [64, 64]))
-        activation = self.model_config.get("fcnet_activation", "tanh")
+        layers = mlp_config(self.model_config)
+        hiddens, activation = layers["fcnet_hiddens"], layers["fcnet_activation"]
         self.log_std = None
         if is_image(self.observation_space):
             low, high = float(self.observation_space.low.min()), float(self.observation_space.high.max())
@@ -244,8 +246,7 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 self.action_dist_cls = TorchMultiCategorical.get_partial_dist_cls(input_lens=categories)
         if not self.inference_only:
             self.vf_encoder = self._cnn() if self.pi_encoder is not None else None
-            vf_hiddens = self.model_config.get("vf_fcnet_hiddens")
-            self.vf = mlp([features, *(hiddens if vf_hiddens is None else vf_hiddens), 1], activation, 1.0)
+            self.vf = mlp([features, *layers["vf_fcnet_hiddens"], 1], activation, 1.0)
 
     def _cnn_config(self) -> CNNEncoderConfig:
         shape = list(self.observation_space.shape)

@@ -87,6 +87,9 @@ def test_vf_fcnet_hiddens_sizes_the_value_network_alone_on_both_stacks():
         assert widths(module.pi) == [400, 300, 6] and widths(module.vf) == [64, 64, 1]
     same = GePPOTorchRLModule(observation_space=obs, action_space=act, model_config={"fcnet_hiddens": [32]})
     assert widths(same.vf) == [32, 1]  # unset: the policy's sizes
+    unset = GePPOTorchRLModule(observation_space=obs, action_space=act,
+                               model_config={"fcnet_hiddens": None, "vf_fcnet_hiddens": None})
+    assert widths(unset.pi) == [64, 64, 6] and widths(unset.vf) == [64, 64, 1]  # None: the default
 
 
 @pytest.mark.parametrize("settings,overlaps", [

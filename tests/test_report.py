@@ -34,8 +34,10 @@ from rllib_geppo.report.stats import (
     difference_in_se,
     first_crossing,
     improvement_pct,
+    late_change,
     step_grid,
     time_average,
+    window_average,
 )
 
 GEPPO = {"sample_reuse": True, "adaptive_lr": True}
@@ -140,6 +142,24 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
             "| 0.00475 | 10 s | 500 | 1,100 ± 100 | 10 s |") in table
     assert ("| Hopper-v5 | 0.01 | PPO | 2 | 650 ± 50 | — | 1,050 ± 50 | — | 0.01 | 10 s "
             "| 1,000 | 1,050 ± 50 | 10 s |") in table
+
+
+def test_update_size_against_its_target_and_the_late_change(results: Path, tmp_path: Path):
+    """GePPO's seeds logged TV 0.04 and 0.06 against a target of 0.05: 0.05 ± 0.01 over the last
+    tenth, on target. Every return curve rises to the budget: its peak is the last tenth, no
+    decline. PPO logged no TV."""
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    with (out / "stability.csv").open() as handle:
+        rows = {r["variant"]: r for r in csv.DictReader(handle)}
+    expected = {"seeds": 2, "tv_last": 0.05, "tv_last_se": 0.01, "tv_target": 0.05,
+                "peak_start": 9200, "peak_end": 10000, "late_change": 0, "late_change_se": 0}
+    for key, value in expected.items():
+        assert as_float(rows["GePPO"], key) == pytest.approx(value), key
+    assert rows["PPO"]["tv_last"] == rows["PPO"]["tv_target"] == ""
+    table = (out / "table.md").read_text()
+    assert "| Hopper-v5 | GePPO | 2 | 0.05 ± 0.01 | 0.05 | +0.0% | 0.0092–0.01 | 0 ± 0 |" in table
+    assert "| Hopper-v5 | PPO | 2 | n/a | n/a | n/a | 0.0092–0.01 | 0 ± 0 |" in table
 
 
 def test_steps_and_time_to_a_target_return(results: Path, tmp_path: Path):
@@ -393,10 +413,23 @@ def test_settings_a_trial_does_not_record_are_no_difference(tmp_path: Path):
     default, and nested settings are named by their path."""
     _sweep(tmp_path, {"old": {}, "new": {"sample_lag": None}})
     assert {t.variant for t in report.load_trials([tmp_path])} == {"GePPO"}
-    _sweep(tmp_path / "more", {"wide": {"model_config": {"fcnet_hiddens": [64, 64]}},
-                               "plain": {"model_config": {}}}, seeds=(5,))
+    for name, model in (("wide", {"model": {"fcnet_hiddens": [400, 300]}}), ("plain", {"model": {}})):
+        write_trial(tmp_path / "more" / name, "PPO", "Hopper-v5", 5, model, PPO_STEPS,
+                    linear(0.1, 0, PPO_STEPS), 500)
     assert {t.variant for t in report.load_trials([tmp_path / "more"])} == {
-        "GePPO model_config/fcnet_hiddens=[64,64]", "GePPO model_config/fcnet_hiddens=default"}
+        "RLlib PPO model/fcnet_hiddens=[400,300]", "RLlib PPO model/fcnet_hiddens=default"}
+
+
+def test_geppo_trials_are_labelled_by_the_network_they_built(tmp_path: Path):
+    """GePPO's config spells its default network out, a wide-network run file sets only what it
+    changes: the labels name the one difference, the policy's layers."""
+    _sweep(tmp_path, {
+        "default": {"model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}},
+        "wide": {"model_config": {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]}},
+        "unset": {"model_config": {}}}, seeds=(0,))
+    assert sorted(t.variant for t in report.load_trials([tmp_path])) == [
+        "GePPO model_config/fcnet_hiddens=[400,300]", "GePPO model_config/fcnet_hiddens=[64,64]",
+        "GePPO model_config/fcnet_hiddens=[64,64]"]
 
 
 def test_group_by_named_settings_pools_the_others_with_a_warning(tmp_path: Path, caplog):
@@ -410,7 +443,7 @@ def test_group_by_named_settings_pools_the_others_with_a_warning(tmp_path: Path,
     assert "Hopper-v5 / GePPO: --group-by lr pools trials that differ in num_epochs" in caplog.text
     # Pooling by hand instead: a label with a list in it is one member of the pool.
     _sweep(tmp_path / "nets", {"a": {"model_config": {"fcnet_hiddens": [64, 64]}},
-                               "b": {"model_config": {"fcnet_hiddens": [32]}}})
+                               "b": {"model_config": {"fcnet_hiddens": [32], "vf_fcnet_hiddens": [64, 64]}}})
     assert run_cli(tmp_path / "nets", "--out", out, "--pool", "nets=GePPO model_config/"
                    "fcnet_hiddens=[64,64],GePPO model_config/fcnet_hiddens=[32]") == 0
     assert as_float(read_rows(out)["Hopper-v5", "nets"], "seeds") == 4
@@ -546,6 +579,24 @@ def test_first_crossing_interpolates_between_grid_points():
 def test_time_average_is_exact_on_an_uneven_grid():
     grid = np.array([0.0, 1.0, 4.0])
     assert time_average(grid, 3 * grid + 1) == pytest.approx(7.0)
+
+
+def test_window_average_cuts_the_curve_between_knots():
+    grid = np.array([0.0, 2.0, 4.0])
+    values = np.array([0.0, 4.0, 0.0])  # a peak at 2
+    assert window_average(grid, values, 1.0, 3.0) == pytest.approx(3.0)
+    assert window_average(grid, values, 0.0, 1.0) == pytest.approx(1.0)
+
+
+def test_late_change_is_the_last_tenth_against_the_mean_curves_peak_tenth():
+    """Two seeds rise to s = 6 and fall back: tenth averages 0.5, 1.5, ..., 5.5, 5.5, 4.5, 3.5,
+    2.5 and twice those. The mean curve peaks in tenths 5 and 6 (the first counts); the last
+    tenth lies 3 and 6 below it: -4.5 ± 1.5."""
+    grid = np.arange(11.0)
+    rise_and_fall = np.minimum(grid, 12 - grid)
+    change, se, peak = late_change(grid, np.stack([rise_and_fall, 2 * rise_and_fall]))
+    assert (change, se, peak) == (pytest.approx(-4.5), pytest.approx(1.5), 5)
+    assert late_change(grid, np.stack([grid, grid + 1]))[:2] == (0, 0)  # rising: no decline
 
 
 def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():

@@ -13,5 +13,6 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``minibatches`` | an update's minibatches: shared shuffles, each learner's slice |
 | ``normalization`` | running statistics for observations and rewards |
 | ``columns`` | the names of batch columns |
+| ``networks`` | the module's fully connected layers from a ``model_config``, defaults filled in |
 | ``update_inputs`` | what the Algorithm decides once per update for every learner |
 """

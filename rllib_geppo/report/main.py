@@ -2,8 +2,9 @@
 
 Reads every Tune trial folder (``params.json`` + ``result.json``) under the given paths, groups
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
-``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``returns.png`` and, when
-any trial logged it, ``tv.png``. With ``--paper``, ``table.md`` opens with the paper's Table 1
+``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``stability.csv`` (the TV of
+the last updates against its target, the return's late change: the paper's Figure 2),
+``returns.png`` and, when any trial logged it, ``tv.png``. With ``--paper``, ``table.md`` opens with the paper's Table 1
 beside ours (also in ``paper.csv``) and the return curves mark the paper's final returns
 (:mod:`rllib_geppo.report.paper`).
 
@@ -41,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from rllib_geppo.core.networks import mlp_config
 from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report import stats
@@ -65,7 +67,7 @@ from rllib_geppo.report.plots import (
 )
 from rllib_geppo.report.paper import PaperRow
 from rllib_geppo.report.settings import Settings
-from rllib_geppo.report.stats import Array, Row, Run
+from rllib_geppo.report.stats import Array, Row, Run, Stability
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +133,7 @@ class Report:
     baseline: str
     return_key: str
     paper_rows: list[PaperRow] = dataclasses.field(default_factory=list)  # empty: no --paper
+    stability: list[Stability] = dataclasses.field(default_factory=list)  # one per row
 
 
 # ----------------------------------------------------------------------------- reading folders
@@ -302,9 +305,13 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     # params.json holds only the settings a run file set; the results carry the whole config.
     logged = results[0].get("config") if results else None
     config = {**logged, **params} if isinstance(logged, dict) else params
+    algorithm = record.get("trainable_name") or _algorithm(config) or name_parts[0]
     variant = (name_parts[0] if group_by == "experiment"
-               else variant_name(record.get("trainable_name") or _algorithm(config) or name_parts[0],
-                                 config, overlapped=_updates_lagged(results)))
+               else variant_name(algorithm, config, overlapped=_updates_lagged(results)))
+    settings = report_settings.settings_of(logged if isinstance(logged, dict) else {}, params)
+    if algorithm == "GePPO":  # one label per network built, whether a default is spelled out or not
+        model_config = config.get("_model_config") or config.get("model_config")
+        settings = report_settings.replaced(settings, "model_config", mlp_config(model_config))
     return Trial(
         path=trial_dir,
         env=str(params.get("env") or name_parts[1]),
@@ -314,7 +321,7 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
         tv=_optional_series(results, TV_KEY, OLD_STACK_PREFIX + "tv"),
         tv_target=_optional_series(results, TV_TARGET_KEY, OLD_STACK_PREFIX + "tv_target"),
         problem=_problem(trial_dir, record.get("status"), params, results, run.returns, return_key),
-        settings=report_settings.settings_of(logged if isinstance(logged, dict) else {}, params),
+        settings=settings,
     )
 
 
@@ -454,8 +461,17 @@ def _group(trials: Iterable[Trial], key: Callable[[Trial], str],
 # ----------------------------------------------------------------------------- building the report
 
 
-def _tv_panel(env: str, by_variant: Mapping[str, list[Trial]], budget: float) -> TVPanel | None:
-    """TV bands of the variants whose kept trials all logged TV, up to the budget."""
+@dataclass(frozen=True)
+class TVCurves:
+    """One environment's TV per policy update, for the variants whose kept trials all logged it."""
+
+    grid: Array  # env steps, up to the budget
+    aligned: dict[str, Array]  # variant -> its trials' TV on the grid, one row per trial
+    targets: dict[str, float]  # variant -> its target (median over iterations and trials)
+
+
+def _tv_curves(by_variant: Mapping[str, list[Trial]], budget: float) -> TVCurves | None:
+    """The TV curves up to the budget; None when no variant logged TV there."""
     logged = {v: ts for v, ts in by_variant.items() if all(t.tv is not None for t in ts)}
     if not logged:
         return None
@@ -465,10 +481,30 @@ def _tv_panel(env: str, by_variant: Mapping[str, list[Trial]], budget: float) ->
     if start > budget:
         return None
     grid = stats.step_grid([steps for steps, _ in all_curves], start, budget)
-    bands = {v: stats.band(stats.align_all(cs, grid)) for v, cs in curves.items()}
     targets = {v: float(np.nanmedian(np.concatenate([t.tv_target for t in ts])))
                for v, ts in logged.items() if all(t.tv_target is not None for t in ts)}
-    return TVPanel(env=env, grid=grid, bands=bands, targets=targets)
+    return TVCurves(grid, {v: stats.align_all(cs, grid) for v, cs in curves.items()}, targets)
+
+
+def _stability(env: str, comparison: stats.Comparison, tv: TVCurves | None) -> list[Stability]:
+    """Per variant, the TV over the last tenth of training against its target, and the late
+    change of the return (:func:`stats.late_change`)."""
+    rows = []
+    nan = math.nan
+    for variant, aligned in comparison.aligned.items():
+        change, change_se, peak = stats.late_change(comparison.grid, aligned)
+        tenth = (comparison.grid[-1] - comparison.grid[0]) / stats.TENTHS
+        if tv and variant in tv.aligned:
+            tv_last, tv_last_se = stats.mean_and_se(stats.tenths(tv.grid, tv.aligned[variant])[:, -1])
+        else:
+            tv_last, tv_last_se = nan, nan
+        rows.append(Stability(
+            env=env, variant=variant, seeds=aligned.shape[0], tv_last=tv_last, tv_last_se=tv_last_se,
+            tv_target=tv.targets.get(variant, nan) if tv else nan,
+            peak_start=float(comparison.grid[0] + peak * tenth),
+            peak_end=float(comparison.grid[0] + (peak + 1) * tenth),
+            late_change=change, late_change_se=change_se))
+    return rows
 
 
 def _paper_finals(rows: Sequence[Row]) -> dict[str, float]:
@@ -507,9 +543,11 @@ def _report_env(report: Report, env: str, trials: Sequence[Trial], budget: float
         paper_finals=_paper_finals(rows) if paper else {}))
     if comparison.time_bands:
         report.time_panels.append(TimePanel(env, comparison.time_grid, comparison.time_bands))
-    tv_panel = _tv_panel(env, by_variant, env_budget)
-    if tv_panel:
-        report.tv_panels.append(tv_panel)
+    tv = _tv_curves(by_variant, env_budget)
+    if tv:
+        report.tv_panels.append(TVPanel(env=env, grid=tv.grid, targets=tv.targets, bands={
+            v: stats.band(aligned) for v, aligned in tv.aligned.items()}))
+    report.stability.extend(_stability(env, comparison, tv))
 
 
 def build_report(trials: Sequence[Trial], budget: float | None = None, baseline: str = "PPO",
@@ -696,6 +734,7 @@ def render_markdown(report: Report) -> str:
                      f"| {row.env_steps_per_s:,.0f} | {format_return(row.return_at_time, row.return_at_time_se)} "
                      f"| {_fmt_duration(row.time_budget_s)} |")
     lines += _target_lines([row for row in report.rows if math.isfinite(row.target)])
+    lines += _stability_lines(report.stability)
     if report.flags:
         lines += ["", "## Excluded trials", ""]
         lines += [f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} "
@@ -718,9 +757,32 @@ def _target_lines(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
-def write_csv(rows: Sequence[Row | PaperRow | TrialRow], row_type: type, path: Path) -> None:
+def _stability_lines(rows: Sequence[Stability]) -> list[str]:
+    """The TV of the last updates against its target, and the return's late change."""
+    if not rows:
+        return []
+    lines = ["", "## Update size and late change", "",
+             "*TV, last tenth* is the total variation distance per policy update averaged over the "
+             "last tenth of training, *vs target* its excess over the variant's target (eps / 2); "
+             "*peak tenth* is the tenth of training where the mean return curve is highest, *late "
+             "change* the return over the last tenth minus over the peak tenth, paired per seed "
+             "(below zero: the return declined from its peak). ± is one standard error over seeds.",
+             "", "| env | variant | seeds | TV, last tenth | TV target | vs target | peak tenth (M steps) "
+             "| late change |", "|" + " --- |" * 8]
+    for row in rows:
+        excess = 100 * (row.tv_last / row.tv_target - 1)
+        cells = [row.env, row.variant, str(row.seeds), format_return(row.tv_last, row.tv_last_se),
+                 format_return(row.tv_target, math.nan), _fmt_pct(excess),
+                 f"{row.peak_start / 1e6:.2g}–{row.peak_end / 1e6:.2g}",
+                 format_return(row.late_change, row.late_change_se)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_csv(rows: Sequence[Row | PaperRow | TrialRow | Stability], row_type: type,
+              path: Path) -> None:
     """One line per row of ``row_type`` (``table.csv``: Row, ``paper.csv``: PaperRow,
-    ``trials.csv``: TrialRow): raw numbers, empty cells for NaN."""
+    ``trials.csv``: TrialRow, ``stability.csv``: Stability): raw numbers, empty cells for NaN."""
     fields = [f.name for f in dataclasses.fields(row_type)]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
@@ -736,7 +798,9 @@ def write_report(report: Report, out: Path) -> list[Path]:
     (out / "table.md").write_text(render_markdown(report))
     write_csv(report.rows, Row, out / "table.csv")
     write_csv(report.trial_rows, TrialRow, out / "trials.csv")
-    written = [out / "table.md", out / "table.csv", out / "trials.csv", out / "returns.png"]
+    write_csv(report.stability, Stability, out / "stability.csv")
+    written = [out / "table.md", out / "table.csv", out / "trials.csv", out / "stability.csv",
+               out / "returns.png"]
     if report.paper_rows:
         write_csv(report.paper_rows, PaperRow, out / "paper.csv")
         written.insert(2, out / "paper.csv")
@@ -817,8 +881,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="RESULTS_DIR",
                         help="Tune results, experiment or trial directories (searched recursively)")
     parser.add_argument("--out", type=Path, default=Path("report"),
-                        help="output folder for table.md, table.csv, trials.csv, returns.png, tv.png "
-                             "(default: ./report)")
+                        help="output folder for table.md, table.csv, trials.csv, stability.csv, "
+                             "returns.png, tv.png (default: ./report)")
     parser.add_argument("--budget", type=_env_steps, default=None,
                         help="env steps at which 'final' is read, for every environment; trials "
                              "that end before it are flagged and excluded (default: per "

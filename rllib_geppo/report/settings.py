@@ -55,6 +55,13 @@ def settings_of(*configs: Mapping[str, Any]) -> Settings:
     return Settings(values, frozenset(recorded))
 
 
+def replaced(settings: Settings, key: str, entries: Mapping[str, Any]) -> Settings:
+    """``settings`` with the mapping ``key``'s ``entries`` set (its other entries kept): for a
+    mapping whose unset entries have defaults that tell trials apart just as set ones do."""
+    values = {**settings.values, **dict(_flatten(key, dict(entries)))}
+    return Settings(values, settings.recorded | {key})
+
+
 def _public(key: str) -> str:
     return key[1:] if key.startswith("_") and not key.startswith("__") else key
 

@@ -18,6 +18,8 @@ import numpy as np
 
 Array = np.ndarray
 Curve = tuple[Array, Array]  # (env steps, values), one point per training iteration
+#: Late in training is its last tenth: the TV near the budget and the return's late change.
+TENTHS = 10
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,23 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Stability:
+    """One (environment, variant): how large its last policy updates were against their target,
+    and whether its return fell from its peak late in training (the paper's Figure 2)."""
+
+    env: str
+    variant: str
+    seeds: int
+    tv_last: float  # mean TV per policy update over the last tenth of training; NaN: not logged
+    tv_last_se: float
+    tv_target: float  # the variant's target TV per update, eps / 2; NaN: not logged
+    peak_start: float  # env steps: the tenth of training where the mean return curve is highest
+    peak_end: float
+    late_change: float  # return over the last tenth minus over the peak tenth; < 0: a decline
+    late_change_se: float  # standard error over seeds of that paired difference
+
+
+@dataclass(frozen=True)
 class Comparison:
     """One environment's variants compared: return bands against env steps and against
     training time (empty when the runs share no window of time), and the table rows."""
@@ -78,6 +97,7 @@ class Comparison:
     rows: list[Row]
     trial_avgs: dict[str, Array]  # per variant, each run's average return, in the order of its runs
     trial_finals: dict[str, Array]  # likewise, each run's return at the budget
+    aligned: dict[str, Array]  # per variant, its runs' returns on the grid, one row per run
 
 
 def valid_points(steps: Array, values: Array) -> tuple[Array, Array]:
@@ -139,6 +159,34 @@ def time_average(grid: Array, values: Array) -> float:
         return float(values[0])
     area = np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2  # np.trapezoid needs numpy 2
     return float(area / (grid[-1] - grid[0]))
+
+
+def window_average(grid: Array, values: Array, start: float, end: float) -> float:
+    """Average of a curve over the env steps [start, end] within its grid (exact, as
+    :func:`time_average`: the curve is linear between knots)."""
+    inside = grid[(grid > start) & (grid < end)]
+    knots = np.concatenate([[start], inside, [end]])
+    return time_average(knots, np.interp(knots, grid, values))
+
+
+def tenths(grid: Array, aligned: Array) -> Array:
+    """Each curve's average over each tenth of the grid's span, one row per curve."""
+    edges = np.linspace(grid[0], grid[-1], TENTHS + 1)
+    return np.array([[window_average(grid, curve, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+                     for curve in np.atleast_2d(aligned)])
+
+
+def late_change(grid: Array, aligned: Array) -> tuple[float, float, int]:
+    """How far the return fell from its peak by the end of training: each curve's average over
+    the last tenth of the grid minus over the tenth where the mean curve is highest.
+
+    Returns the mean over curves (seeds) of that paired difference, its standard error, and the
+    index of the peak tenth (0 to 9). 0 when the peak is the last tenth: no decline.
+    """
+    by_tenth = tenths(grid, aligned)
+    peak = int(np.argmax(by_tenth.mean(axis=0)))
+    mean, se = mean_and_se(by_tenth[:, -1] - by_tenth[:, peak])
+    return mean, se, peak
 
 
 def first_crossing(grid: Array, values: Array, level: float) -> float:
@@ -272,4 +320,4 @@ def compare_variants(
             time_to_target_s=float(np.interp(to_target, grid, times)) if np.isfinite(to_target) else nan,
         ))
     return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows,
-                      trial_avgs=trial_avgs, trial_finals=trial_finals)
+                      trial_avgs=trial_avgs, trial_finals=trial_finals, aligned=returns)
