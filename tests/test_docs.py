@@ -7,7 +7,8 @@ from its file (run it after regenerating a report).
 An include is written in a page as::
 
     <!-- include: docs/results/table.md#table -->
-    ...the file's content, or with ``#table`` only its first markdown table...
+    ...the file's content, or with ``#table`` only its first markdown table (``#table-2``: its
+    second)...
     <!-- end include -->
 
 The path is relative to the repository root.
@@ -26,7 +27,7 @@ README = ROOT / "README.md"
 README_MAX_BYTES = 8192
 
 INCLUDE = re.compile(
-    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table))? -->\n)(?P<body>.*?)(<!-- end include -->)",
+    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table(?:-\d+)?))? -->\n)(?P<body>.*?)(<!-- end include -->)",
     re.DOTALL,
 )
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -47,22 +48,18 @@ def product_texts() -> list[Path]:
     return user_pages() + sorted((ROOT / "tuned_examples").glob("*.yaml")) + [ROOT / "Makefile"]
 
 
-def first_table(text: str) -> str:
-    """The first markdown table of ``text``: its consecutive lines that start with '|'."""
-    lines, started = [], False
-    for line in text.splitlines(keepends=True):
-        if line.startswith("|"):
-            lines.append(line)
-            started = True
-        elif started:
-            break
-    return "".join(lines)
+def nth_table(text: str, n: int = 1) -> str:
+    """The ``n``-th markdown table of ``text`` (from 1): consecutive lines that start with '|'."""
+    tables = re.findall(r"(?m)(?:^\|.*\n?)+", text)
+    return tables[n - 1] if len(tables) >= n else ""
 
 
 def included_text(path: str, part: str | None) -> str:
     """What an include of ``path`` (relative to the repository root) must contain."""
     text = (ROOT / path).read_text(encoding="utf-8")
-    return first_table(text) if part == "table" else text
+    if part is None:
+        return text
+    return nth_table(text, int(part.removeprefix("table").removeprefix("-") or 1))
 
 
 def includes(page: Path) -> list[re.Match]:
@@ -154,7 +151,8 @@ def test_checks_catch_what_they_should():
     assert not COMMIT_HASH.search("1000000 steps, seed 1e-5, defaced")
     assert PROCESS_WORDS.search("see /work/main/runs") and PROCESS_WORDS.search("commit abcdef1")
     table = "| a | b |\n| --- | --- |\n| 1 | 2 |\n"
-    assert first_table("# t\n\ntext\n\n" + table + "\nmore\n| x |\n") == table
+    text = "# t\n\ntext\n\n" + table + "\nmore\n| x |\n"
+    assert nth_table(text) == table and nth_table(text, 2) == "| x |\n" and nth_table(text, 3) == ""
     assert relative_links(README), "README.md links to no docs page"
     assert "the-clip-range-keep-synchronous-geppos-lag_clip_rule" in anchors(ROOT / "docs/overlapped_sampling.md")
     assert re.search(QUOTED_FIGURES[0][1], "`make test` takes about 9 minutes").group(1) == "9"
