@@ -27,6 +27,7 @@ only then.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import math
@@ -199,7 +200,7 @@ class GePPOConfig(PPOConfig):
         # RLlib must not rescale samples, only clip them to the bounds for the env.
         self.normalize_actions = False
         self.clip_actions = True
-        self.rl_module(model_config=dict(DEFAULT_MODEL_CONFIG))
+        self.rl_module(model_config=copy.deepcopy(DEFAULT_MODEL_CONFIG))
 
         # GePPO settings (paper symbol in brackets).
         self.batch_multiple = 2  # B: PPO's batch N = B * n

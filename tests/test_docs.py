@@ -27,7 +27,7 @@ README = ROOT / "README.md"
 README_MAX_BYTES = 8192
 
 INCLUDE = re.compile(
-    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table(?:-\d+)?))? -->\n)(?P<body>.*?)(<!-- end include -->)",
+    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table(?:-[1-9]\d*)?))? -->\n)(?P<body>.*?)(<!-- end include -->)",
     re.DOTALL,
 )
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -29,6 +29,7 @@ from rllib_geppo.report.stats import (
     Row,
     Run,
     band,
+    changes_from_peak,
     common_budget,
     compare_at_time,
     difference_in_se,
@@ -427,9 +428,13 @@ def test_geppo_trials_are_labelled_by_the_network_they_built(tmp_path: Path):
         "default": {"model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}},
         "wide": {"model_config": {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]}},
         "unset": {"model_config": {}}}, seeds=(0,))
+    logged = write_trial(tmp_path / "logged", "GePPO", "Hopper-v5", 1, GEPPO, PPO_STEPS,
+                         linear(0.1, 0, PPO_STEPS), 500)  # the network in the logged config only
+    _log_config(logged, {**GEPPO, "_model_config": {"fcnet_hiddens": [400, 300],
+                                                    "vf_fcnet_hiddens": [64, 64]}})
     assert sorted(t.variant for t in report.load_trials([tmp_path])) == [
-        "GePPO model_config/fcnet_hiddens=[400,300]", "GePPO model_config/fcnet_hiddens=[64,64]",
-        "GePPO model_config/fcnet_hiddens=[64,64]"]
+        "GePPO model_config/fcnet_hiddens=[400,300]", "GePPO model_config/fcnet_hiddens=[400,300]",
+        "GePPO model_config/fcnet_hiddens=[64,64]", "GePPO model_config/fcnet_hiddens=[64,64]"]
 
 
 def test_group_by_named_settings_pools_the_others_with_a_warning(tmp_path: Path, caplog):
@@ -588,15 +593,25 @@ def test_window_average_cuts_the_curve_between_knots():
     assert window_average(grid, values, 0.0, 1.0) == pytest.approx(1.0)
 
 
-def test_late_change_is_the_last_tenth_against_the_mean_curves_peak_tenth():
+def test_late_change_is_the_last_tenth_against_the_other_seeds_peak_tenth():
     """Two seeds rise to s = 6 and fall back: tenth averages 0.5, 1.5, ..., 5.5, 5.5, 4.5, 3.5,
-    2.5 and twice those. The mean curve peaks in tenths 5 and 6 (the first counts); the last
+    2.5 and twice those. Each seed's peak is the other's, tenth 5 (the first of a tie); the last
     tenth lies 3 and 6 below it: -4.5 ± 1.5."""
     grid = np.arange(11.0)
     rise_and_fall = np.minimum(grid, 12 - grid)
     change, se, peak = late_change(grid, np.stack([rise_and_fall, 2 * rise_and_fall]))
-    assert (change, se, peak) == (pytest.approx(-4.5), pytest.approx(1.5), 5)
+    assert (change, se, peak) == (pytest.approx(-4.5), pytest.approx(1.5), (5.0, 6.0))
     assert late_change(grid, np.stack([grid, grid + 1]))[:2] == (0, 0)  # rising: no decline
+    assert all(map(math.isnan, late_change(grid, grid[None])[:2]))  # one seed: no estimate
+
+
+def test_a_seed_does_not_choose_its_own_peak():
+    """Each seed's peak tenth is where the others' mean is highest: seed 0's is tenth 1, where it
+    is at 0, so it ends 1 above it; seed 1's is tenth 0, likewise. With three seeds, the third's
+    is a tie between tenths 0 and 1 (the first counts), where it is at its last value."""
+    assert changes_from_peak(np.array([[2.0, 0.0, 1.0], [0.0, 2.0, 1.0]])).tolist() == [1.0, 1.0]
+    flat = np.array([[1.0, 3.0, 2.0], [3.0, 1.0, 2.0], [2.0, 2.0, 2.0]])
+    assert changes_from_peak(flat).tolist() == [1.0, 1.0, 0.0]
 
 
 def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():

@@ -309,8 +309,9 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     variant = (name_parts[0] if group_by == "experiment"
                else variant_name(algorithm, config, overlapped=_updates_lagged(results)))
     settings = report_settings.settings_of(logged if isinstance(logged, dict) else {}, params)
-    if algorithm == "GePPO":  # one label per network built, whether a default is spelled out or not
-        model_config = config.get("_model_config") or config.get("model_config")
+    model_config = params.get("_model_config", params.get("model_config", config.get("_model_config")))
+    if algorithm == "GePPO" and isinstance(model_config or {}, Mapping):
+        # One label per network built, whether a run spelled a default out or left it unset.
         settings = report_settings.replaced(settings, "model_config", mlp_config(model_config))
     return Trial(
         path=trial_dir,
@@ -488,22 +489,19 @@ def _tv_curves(by_variant: Mapping[str, list[Trial]], budget: float) -> TVCurves
 
 def _stability(env: str, comparison: stats.Comparison, tv: TVCurves | None) -> list[Stability]:
     """Per variant, the TV over the last tenth of training against its target, and the late
-    change of the return (:func:`stats.late_change`)."""
+    change of the return (:func:`stats.late_change`); the tenths are the returns' for both."""
+    last_start, end = stats.tenth_edges(comparison.grid)[-2:]
     rows = []
-    nan = math.nan
     for variant, aligned in comparison.aligned.items():
-        change, change_se, peak = stats.late_change(comparison.grid, aligned)
-        tenth = (comparison.grid[-1] - comparison.grid[0]) / stats.TENTHS
+        change, change_se, (peak_start, peak_end) = stats.late_change(comparison.grid, aligned)
+        tv_last, tv_last_se = math.nan, math.nan
         if tv and variant in tv.aligned:
-            tv_last, tv_last_se = stats.mean_and_se(stats.tenths(tv.grid, tv.aligned[variant])[:, -1])
-        else:
-            tv_last, tv_last_se = nan, nan
+            tv_last, tv_last_se = stats.mean_and_se(
+                [stats.window_average(tv.grid, curve, last_start, end) for curve in tv.aligned[variant]])
         rows.append(Stability(
             env=env, variant=variant, seeds=aligned.shape[0], tv_last=tv_last, tv_last_se=tv_last_se,
-            tv_target=tv.targets.get(variant, nan) if tv else nan,
-            peak_start=float(comparison.grid[0] + peak * tenth),
-            peak_end=float(comparison.grid[0] + (peak + 1) * tenth),
-            late_change=change, late_change_se=change_se))
+            tv_target=tv.targets.get(variant, math.nan) if tv else math.nan,
+            peak_start=peak_start, peak_end=peak_end, late_change=change, late_change_se=change_se))
     return rows
 
 
@@ -765,14 +763,16 @@ def _stability_lines(rows: Sequence[Stability]) -> list[str]:
              "*TV, last tenth* is the total variation distance per policy update averaged over the "
              "last tenth of training, *vs target* its excess over the variant's target (eps / 2); "
              "*peak tenth* is the tenth of training where the mean return curve is highest, *late "
-             "change* the return over the last tenth minus over the peak tenth, paired per seed "
-             "(below zero: the return declined from its peak). ± is one standard error over seeds.",
+             "change* each seed's return over the last tenth minus over the tenth where the other "
+             "seeds' mean peaks, averaged over seeds (below zero: the return declined from its "
+             "peak; noise alone averages zero). Training runs from the first env step where every "
+             "curve has a return to the budget. ± is one standard error over seeds.",
              "", "| env | variant | seeds | TV, last tenth | TV target | vs target | peak tenth (M steps) "
              "| late change |", "|" + " --- |" * 8]
     for row in rows:
-        excess = 100 * (row.tv_last / row.tv_target - 1)
         cells = [row.env, row.variant, str(row.seeds), format_return(row.tv_last, row.tv_last_se),
-                 format_return(row.tv_target, math.nan), _fmt_pct(excess),
+                 format_return(row.tv_target, math.nan),
+                 _fmt_pct(stats.improvement_pct(row.tv_last, row.tv_target)),
                  f"{row.peak_start / 1e6:.2g}–{row.peak_end / 1e6:.2g}",
                  format_return(row.late_change, row.late_change_se)]
         lines.append("| " + " | ".join(cells) + " |")

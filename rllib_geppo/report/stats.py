@@ -81,8 +81,8 @@ class Stability:
     tv_target: float  # the variant's target TV per update, eps / 2; NaN: not logged
     peak_start: float  # env steps: the tenth of training where the mean return curve is highest
     peak_end: float
-    late_change: float  # return over the last tenth minus over the peak tenth; < 0: a decline
-    late_change_se: float  # standard error over seeds of that paired difference
+    late_change: float  # return over the last tenth minus over the peak tenth (changes_from_peak)
+    late_change_se: float  # standard error over seeds; NaN with one seed
 
 
 @dataclass(frozen=True)
@@ -169,24 +169,45 @@ def window_average(grid: Array, values: Array, start: float, end: float) -> floa
     return time_average(knots, np.interp(knots, grid, values))
 
 
+def tenth_edges(grid: Array) -> Array:
+    """The edges of the tenths of training: the grid's span, from the first env step where every
+    curve has a value to the budget, cut in ten equal parts (11 edges)."""
+    return np.linspace(grid[0], grid[-1], TENTHS + 1)
+
+
 def tenths(grid: Array, aligned: Array) -> Array:
     """Each curve's average over each tenth of the grid's span, one row per curve."""
-    edges = np.linspace(grid[0], grid[-1], TENTHS + 1)
+    edges = tenth_edges(grid)
     return np.array([[window_average(grid, curve, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
                      for curve in np.atleast_2d(aligned)])
 
 
-def late_change(grid: Array, aligned: Array) -> tuple[float, float, int]:
-    """How far the return fell from its peak by the end of training: each curve's average over
-    the last tenth of the grid minus over the tenth where the mean curve is highest.
+def changes_from_peak(by_tenth: Array) -> Array:
+    """Per curve (row), its last tenth minus its tenth where the *other* curves' mean is highest.
 
-    Returns the mean over curves (seeds) of that paired difference, its standard error, and the
-    index of the peak tenth (0 to 9). 0 when the peak is the last tenth: no decline.
+    Leaving the curve out of the choice of its peak keeps its own noise from choosing it: on
+    curves that are flat but for noise, the changes average zero, where picking the peak on all
+    curves would make every change at most zero. Empty with fewer than two curves.
+    """
+    if len(by_tenth) < 2:
+        return np.empty(0)
+    peaks = [int(np.argmax(np.delete(by_tenth, i, axis=0).mean(axis=0))) for i in range(len(by_tenth))]
+    return np.array([row[-1] - row[peak] for row, peak in zip(by_tenth, peaks)])
+
+
+def late_change(grid: Array, aligned: Array) -> tuple[float, float, tuple[float, float]]:
+    """How far the return fell from its peak by the end of training.
+
+    Returns the mean over curves (seeds) of :func:`changes_from_peak` (below zero: a decline),
+    its standard error (both NaN with one curve), and the env steps (start, end) of the tenth
+    where the mean of all curves is highest.
     """
     by_tenth = tenths(grid, aligned)
+    changes = changes_from_peak(by_tenth)
+    mean, se = mean_and_se(changes) if changes.size else (float("nan"), float("nan"))
     peak = int(np.argmax(by_tenth.mean(axis=0)))
-    mean, se = mean_and_se(by_tenth[:, -1] - by_tenth[:, peak])
-    return mean, se, peak
+    edges = tenth_edges(grid)
+    return mean, se, (float(edges[peak]), float(edges[peak + 1]))
 
 
 def first_crossing(grid: Array, values: Array, level: float) -> float:
