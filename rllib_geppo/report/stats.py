@@ -175,9 +175,8 @@ def tenth_edges(grid: Array) -> Array:
     return np.linspace(grid[0], grid[-1], TENTHS + 1)
 
 
-def tenths(grid: Array, aligned: Array) -> Array:
-    """Each curve's average over each tenth of the grid's span, one row per curve."""
-    edges = tenth_edges(grid)
+def tenths(grid: Array, aligned: Array, edges: Array) -> Array:
+    """Each curve's average between consecutive ``edges`` (:func:`tenth_edges`), one row per curve."""
     return np.array([[window_average(grid, curve, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
                      for curve in np.atleast_2d(aligned)])
 
@@ -202,11 +201,11 @@ def late_change(grid: Array, aligned: Array) -> tuple[float, float, tuple[float,
     its standard error (both NaN with one curve), and the env steps (start, end) of the tenth
     where the mean of all curves is highest.
     """
-    by_tenth = tenths(grid, aligned)
+    edges = tenth_edges(grid)
+    by_tenth = tenths(grid, aligned, edges)
     changes = changes_from_peak(by_tenth)
     mean, se = mean_and_se(changes) if changes.size else (float("nan"), float("nan"))
     peak = int(np.argmax(by_tenth.mean(axis=0)))
-    edges = tenth_edges(grid)
     return mean, se, (float(edges[peak]), float(edges[peak + 1]))
 
 
