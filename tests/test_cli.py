@@ -22,6 +22,7 @@ import yaml
 from rllib_geppo.checkpoint_manifest import write_manifest
 from rllib_geppo.cli.checkpoints import complete_checkpoints
 from rllib_geppo.cli.main import main
+from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 
 REPO = Path(__file__).resolve().parents[1]
 # The tuned examples, and the files that made the studies under docs/results.
@@ -430,3 +431,52 @@ def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others
     check_unchanged(saved, ["walker2d-g*"], ["lr=3e-4"], [], None)  # the pattern selects geppo alone
     with pytest.raises(UserError, match=r"these would change them: -e hopper-\* \(not in the run\), -c lr=3e-4\."):
         check_unchanged(saved, ["walker2d-*", "hopper-*"], ["lr=3e-4"], [], None)
+
+
+class _Trial:
+    """What StrandedTrials reads of a Tune trial: its id, status and resource request."""
+
+    def __init__(self, name: str, bundle: dict[str, float]):
+        from ray.tune.execution.placement_groups import PlacementGroupFactory
+
+        self.trial_id, self.status = name, "PENDING"
+        self.placement_group_factory = PlacementGroupFactory([bundle])
+
+    def __str__(self) -> str:
+        return self.trial_id
+
+
+def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once(caplog):
+    now = [0.0]
+    watch = StrandedTrials("rllib train file x.yaml --resume", wait_s=60,
+                           cluster_resources=lambda: {"CPU": 4.0, "GPU": 0.0}, clock=lambda: now[0])
+    stranded, queued = _Trial("on-gpu", {"CPU": 1, "GPU": 1}), _Trial("queued", {"CPU": 2})
+    trials = [stranded, queued]
+    warnings = lambda: [r.getMessage() for r in caplog.records if r.name == "rllib_geppo.cli.stranded"]
+    with caplog.at_level("WARNING"):
+        for now[0] in (0.0, 59.0):
+            watch.on_step_end(0, trials)
+        assert warnings() == []  # not yet: a cluster may be starting or scaling up
+        for now[0] in (61.0, 80.0, 200.0):
+            watch.on_step_end(0, trials)
+        assert warnings() == [  # once, and not for the trial that only waits its turn
+            "on-gpu has waited 61 s for 1 GPU; the cluster has 0 GPUs. It starts once a node "
+            "that has them joins (an autoscaling cluster adds one; by hand: ray start --address "
+            "<head> with the missing --num-cpus, --num-gpus or --resources). Or stop this run "
+            "with Ctrl+C and continue it later, from each trial's last checkpoint, with: "
+            "rllib train file x.yaml --resume"]
+        stranded.status = "RUNNING"
+        now[0] = 210.0
+        watch.on_step_end(0, trials)
+        stranded.status = "PENDING"  # retried after a failure: its wait starts again
+        for now[0] in (220.0, 275.0):
+            watch.on_step_end(0, trials)
+        assert len(warnings()) == 1
+        now[0] = 286.0  # the cluster is read at most every 10 s (last at 275)
+        watch.on_step_end(0, trials)
+        assert len(warnings()) == 2 and warnings()[1].startswith("on-gpu has waited 66 s for 1 GPU;")
+
+
+def test_shortfall_names_what_no_node_has_enough_of():
+    assert shortfall({"CPU": 2, "doomed": 1, "GPU": 0}, {"CPU": 2.0}) == ["doomed"]
+    assert shortfall({"CPU": 2.5}, {"CPU": 2.0, "GPU": 1.0}) == ["CPU"]

@@ -17,6 +17,7 @@ import copy
 import functools
 import logging
 import os
+import re
 import shlex
 import signal
 import sys
@@ -58,6 +59,7 @@ from rllib_geppo.cli.resume import (
     check_run_lock, check_unchanged, mark_finished_trials, run_lock, saved_stops, saved_trials,
 )
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
+from rllib_geppo.cli.stranded import StrandedTrials
 from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
 log = logging.getLogger(__name__)
@@ -129,7 +131,7 @@ def _trial_name(experiment: str, trial: Any) -> str:
 def run_experiments(
     specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool,
     best_returns: BestReturns | None = None, resume_from: Mapping[str, Path] | None = None,
-    graceful_stop: GracefulStop | None = None,
+    graceful_stop: GracefulStop | None = None, stranded: StrandedTrials | None = None,
 ) -> list:
     """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
 
@@ -157,7 +159,7 @@ def run_experiments(
         raise_on_failed_trial=False,
         # GracefulStop last: it asks for a checkpoint after the loggers have written the result.
         callbacks=[c for c in (best_returns, resume_from and ResumeFromCheckpoints(resume_from),
-                               ResultJSON(), ProgressCSV(), graceful_stop) if c],
+                               ResultJSON(), ProgressCSV(), stranded, graceful_stop) if c],
     )
 
 
@@ -369,7 +371,8 @@ def train_file(args: argparse.Namespace) -> int:
         try:
             with run_lock(Path(_join(storage, run_name))) if local else nullcontext():
                 results = run_experiments(specs, run_name, storage, args.resume, best_returns,
-                                          resume_from, stop)
+                                          resume_from, stop,
+                                          StrandedTrials(resume_command(args, run_name)))
         finally:
             stop.restore()
         print("\nSummary:")
@@ -405,6 +408,8 @@ def exit_status(args: argparse.Namespace, run_name: str, results: Sequence[Any],
 
 #: Words of Ray's errors for an actor (a trial's process) that went away, alone or with its node.
 ACTOR_LOST = ("is unavailable", "ActorUnavailableError", "ActorDiedError", "actor died", "node has died")
+#: A Ray actor ID in an error message: 16 bytes in hex (node and worker IDs have 28).
+ACTOR_ID = re.compile(r"\b[0-9a-f]{32}\b")
 #: Ray marks a lost node dead once it has missed its heartbeats, about 15 s after the trials on
 #: it failed: how long to wait for that.
 NODE_DEATH_WAIT_S = 30.0
@@ -412,18 +417,31 @@ NODE_DEATH_WAIT_S = 30.0
 
 def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[str, str] | None:
     """Where a failed trial's actor went away: the nodes that died since the run started (node
-    id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark them dead; possibly
-    none (the process alone died). None where no trial failed that way."""
+    id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark dead the nodes those
+    actors ran on; possibly none (the process alone died). None where no trial failed that way."""
     errors = [error_message(Path(t.path, t.run_metadata.error_filename)) or "" for t in results
               if trial_status(t) == "ERROR" and t.run_metadata.error_filename]
-    if not any(word in error for error in errors for word in ACTOR_LOST):
+    errors = [error for error in errors if any(word in error for word in ACTOR_LOST)]
+    if not errors:
         return None
+    homes = actor_nodes({actor for error in errors for actor in ACTOR_ID.findall(error)})
     deadline = time.monotonic() + NODE_DEATH_WAIT_S
     while True:
-        lost = {node: ip for node, ip in dead_nodes().items() if node not in dead_before}
-        if lost or time.monotonic() > deadline:
+        dead = dead_nodes()
+        lost = {node: ip for node, ip in dead.items() if node not in dead_before}
+        if (lost and homes <= dead.keys()) or time.monotonic() > deadline:
             return lost
         time.sleep(1.0)
+
+
+def actor_nodes(actor_ids: set[str]) -> set[str]:
+    """The nodes the actors ran on, from the GCS's actor table, which keeps dead actors. (Ray's
+    public state API, ``ray.util.state.get_actor``, needs the dashboard, which a cluster may run
+    without.) An actor not found there adds no node."""
+    from ray._private import state
+
+    infos = [state.actors(actor_id) for actor_id in actor_ids]
+    return {node for info in infos if (node := info.get("Address", {}).get("NodeID"))}
 
 
 def dead_nodes() -> dict[str, str]:
