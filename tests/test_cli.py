@@ -21,7 +21,7 @@ import yaml
 
 from rllib_geppo.checkpoint_manifest import write_manifest
 from rllib_geppo.cli.checkpoints import complete_checkpoints
-from rllib_geppo.cli.main import main
+from rllib_geppo.cli.main import lost_actors, main
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 
 REPO = Path(__file__).resolve().parents[1]
@@ -480,3 +480,21 @@ def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once(caplog):
 def test_shortfall_names_what_no_node_has_enough_of():
     assert shortfall({"CPU": 2, "doomed": 1, "GPU": 0}, {"CPU": 2.0}) == ["doomed"]
     assert shortfall({"CPU": 2.5}, {"CPU": 2.0, "GPU": 1.0}) == ["CPU"]
+
+
+def test_the_lost_actors_are_read_from_either_of_rays_errors():
+    def error_file(*exception: str) -> str:  # Tune's error.txt: a header, Ray's traceback, the error
+        return "\n".join(["Failure # 1 (occurred at 2026-11-29_16-06-37)", "Traceback (most recent call last):",
+                          '  File "ray/tune/execution/tune_controller.py", line 1295, in _on_result',
+                          "    raise error", *exception])
+    unavailable = error_file("ray.exceptions.ActorUnavailableError: The actor 17e06a7660d3e293e730664502000000 "
+                             "is unavailable: The actor is temporarily unavailable: RpcError: Socket closed.")
+    died = error_file("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+                      "\tclass_name: GePPO", "\tactor_id: c7389fb25d2abf5ea0e4981202000000", "\tpid: 26150",
+                      "The actor is dead because its node has died. Node Id: " + "ab" * 28)
+    crashed = error_file("ValueError: observation 7 is NaN")
+    assert lost_actors([unavailable, died, crashed]) == {"17e06a7660d3e293e730664502000000",
+                                                         "c7389fb25d2abf5ea0e4981202000000"}
+    assert lost_actors([crashed]) is None
+    # Only the last failure counts: an actor lost before a retry that then crashed is not.
+    assert lost_actors([unavailable + "\n" + crashed]) is None

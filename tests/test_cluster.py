@@ -242,7 +242,7 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
         pids = result_pids(trial_dir)
         cluster.remove_node(node, allow_graceful=False)
         stranded = wait_until(lambda: re.search(r"on-a-node_\S+ has waited \d+ s for 1 doomed; "
-                                                r"the cluster has 0 doomed\..*", log.read_text()),
+                                                r"the cluster has 0 doomed\..*\n", log.read_text()),
                               proc, log, "warning about the waiting trial")
         # Such a node joins: the retry continues from the trial's last checkpoint.
         node = cluster.add_node(**doomed)
@@ -250,7 +250,11 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
         # That node dies too: the retry is spent, the trial fails.
         cluster.remove_node(node, allow_graceful=False)
         node = None
-        proc.wait(timeout=240)  # a bound on the test; it exits within 30 s
+        try:
+            proc.wait(timeout=240)  # a bound on the test; it exits within 30 s
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the command did not exit after the trial's last node was lost:\n"
+                        f"{log.read_text()[-3000:]}")
     finally:
         proc.kill()
         if node is not None:
@@ -260,7 +264,7 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
     assert (trial_dir / "error.txt").read_text().count("Failure # ") == 2
     resume = (f"python -m rllib_geppo train file {yaml_file} --storage-path {tmp_path / 'results'} "
               f"--name lost --address {cluster.address} --resume")
-    assert stranded.group(0).endswith(f"with: {resume}")
+    assert stranded.group(0).endswith(f"with: {resume}\n")
     lost = out.split("The cluster lost ")[1].splitlines()[0]
     assert lost.startswith("2 node(s)") and lost.endswith(f"with: {resume}")
     # Each iteration once: the retry's rows replace those written after its checkpoint.

@@ -249,12 +249,17 @@ def exception_line(error_text: str) -> str | None:
     """The first line of the last failure's exception in Tune's error file: a ``Failure # n``
     header per failure, then Ray's traceback (indented frames), then the exception, whose
     message may go on over more lines. Without a traceback: the failure's first line."""
-    lines = error_text.splitlines()
-    failures = [i for i, line in enumerate(lines) if line.startswith("Failure # ")]
-    lines = lines[failures[-1] + 1:] if failures else lines
+    lines = last_failure(error_text)
     frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
     after = lines[frames[-1] + 1:] if frames else lines
     return next((line.strip() for line in after if line.strip() and not line[0].isspace()), None)
+
+
+def last_failure(error_text: str) -> list[str]:
+    """The lines of the last failure in Tune's error file (all of them if it has no header)."""
+    lines = error_text.splitlines()
+    failures = [i for i, line in enumerate(lines) if line.startswith("Failure # ")]
+    return lines[failures[-1] + 1:] if failures else lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,29 +424,52 @@ def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[s
     """Where a failed trial's actor went away: the nodes that died since the run started (node
     id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark dead the nodes those
     actors ran on; possibly none (the process alone died). None where no trial failed that way."""
-    errors = [error_message(Path(t.path, t.run_metadata.error_filename)) or "" for t in results
-              if trial_status(t) == "ERROR" and t.run_metadata.error_filename]
-    errors = [error for error in errors if any(word in error for word in ACTOR_LOST)]
-    if not errors:
+    failures = []
+    for trial in results:
+        if trial_status(trial) == "ERROR" and trial.run_metadata.error_filename:
+            try:
+                failures.append(Path(trial.path, trial.run_metadata.error_filename).read_text(errors="replace"))
+            except OSError:
+                continue
+    actors = lost_actors(failures)
+    if actors is None:
         return None
-    homes = actor_nodes({actor for error in errors for actor in ACTOR_ID.findall(error)})
+    homes = dead_actor_nodes(actors)
     deadline = time.monotonic() + NODE_DEATH_WAIT_S
     while True:
         dead = dead_nodes()
-        lost = {node: ip for node, ip in dead.items() if node not in dead_before}
-        if (lost and homes <= dead.keys()) or time.monotonic() > deadline:
-            return lost
+        new = {node: ip for node, ip in dead.items() if node not in dead_before}
+        if (new and homes <= dead.keys()) or time.monotonic() > deadline:
+            return new
         time.sleep(1.0)
 
 
-def actor_nodes(actor_ids: set[str]) -> set[str]:
-    """The nodes the actors ran on, from the GCS's actor table, which keeps dead actors. (Ray's
-    public state API, ``ray.util.state.get_actor``, needs the dashboard, which a cluster may run
-    without.) An actor not found there adds no node."""
+def lost_actors(error_texts: Sequence[str]) -> set[str] | None:
+    """The IDs of the actors that went away in the last failures of these error files (Tune's
+    ``error.txt``); None where no failure was such a loss."""
+    lost = [text for text in error_texts
+            if any(word in (exception_line(text) or "") for word in ACTOR_LOST)]
+    if not lost:
+        return None
+    # The ID is in the exception's first line (ActorUnavailableError) or further down its
+    # message (ActorDiedError: "actor_id: ...").
+    return {actor for text in lost for actor in ACTOR_ID.findall("\n".join(last_failure(text)))}
+
+
+def dead_actor_nodes(actor_ids: set[str]) -> set[str]:
+    """The nodes the dead ones of these actors ran on, from the GCS's actor table, which keeps
+    dead actors. (Ray's public state API, ``ray.util.state.get_actor``, needs the dashboard,
+    which a cluster may run without.) An actor not found there, or not dead, adds no node; so
+    does every actor if the table cannot be read."""
     from ray._private import state
 
-    infos = [state.actors(actor_id) for actor_id in actor_ids]
-    return {node for info in infos if (node := info.get("Address", {}).get("NodeID"))}
+    try:
+        infos = [state.actors(actor_id) for actor_id in actor_ids]
+    except Exception as e:  # noqa: BLE001 - only the wait's precision depends on it
+        log.debug("Ray's actor table could not be read: %s", e)
+        return set()
+    return {node for info in infos if info.get("State") == "DEAD"
+            and (node := info.get("Address", {}).get("NodeID"))}
 
 
 def dead_nodes() -> dict[str, str]:

@@ -34,13 +34,17 @@ def shortfall(required: Mapping[str, float], cluster: Mapping[str, float]) -> li
 
 
 class StrandedTrials(Callback):
-    """Warns, once per wait, about a trial that has been PENDING for
-    ``wait_s`` seconds (default: Tune's ``TUNE_WARN_INSUFFICENT_RESOURCE_THRESHOLD_S``, 60) and
-    asks for more of a resource than the cluster has.
+    """Warns, once per wait, about a trial that has been PENDING for ``wait_s`` seconds and
+    asks for more of a resource than the whole cluster has (summed over its bundles). A trial
+    whose bundle fits no single node, while the cluster has enough in all, is not caught.
 
     Args:
         resume_command: the command line that continues the run after a stop.
+        wait_s: how long a trial waits before the warning, in seconds (default: Tune's
+            ``TUNE_WARN_INSUFFICENT_RESOURCE_THRESHOLD_S``, else 60). The cluster is read at
+            most every :data:`CHECK_EVERY_S`, so the warning may come that much later.
         cluster_resources: the cluster's total resources now (default ``ray.cluster_resources``).
+        clock: seconds, monotonic (default ``time.monotonic``).
     """
 
     def __init__(self, resume_command: str, wait_s: float | None = None,
@@ -55,6 +59,7 @@ class StrandedTrials(Callback):
         self._warned: set[str] = set()  # the trials warned about in their current wait
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """After each step of Tune's loop, which runs while every trial waits too."""
         now = self._clock()
         pending = {t.trial_id: t for t in trials if t.status == "PENDING"}
         self._pending_since = {i: self._pending_since.get(i, now) for i in pending}
@@ -63,7 +68,11 @@ class StrandedTrials(Callback):
         if not waiting or now < self._next_check:
             return
         self._next_check = now + CHECK_EVERY_S
-        cluster = self._cluster_resources()
+        try:
+            cluster = self._cluster_resources()
+        except Exception as e:  # noqa: BLE001 - a warning must never end the run
+            log.debug("The cluster's resources could not be read: %s", e)
+            return
         for trial in waiting:
             required = trial.placement_group_factory.required_resources
             short = shortfall(required, cluster)
