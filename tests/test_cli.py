@@ -156,6 +156,23 @@ def test_a_pattern_selects_figure_2s_experiments_with_the_policy_alone_wide(caps
                 {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]} if "wide" in name else None)
 
 
+def test_the_appendix_runs_every_variant_of_the_other_tasks_with_table_1s_task_settings(capsys):
+    wide = dry_run(capsys, str(REPO / "tuned_examples" / "wide_networks.yaml"), "-e", "swimmer-*",
+                   "-e", "ant-*", "-e", "humanoid-*")
+    table1 = dry_run(capsys, str(REPO / "tuned_examples" / "table1.yaml"))
+    variants = ["geppo", "ppo", "ppo-adapt", "geppo-wide", "ppo-wide", "ppo-adapt-wide"]
+    assert list(wide) == [f"{task}-{v}" for task in ("swimmer", "ant", "humanoid") for v in variants]
+    for name, experiment in wide.items():
+        task, variant = name.split("-", 1)
+        (paper,) = {(t["env"], t.get("lr"), t.get("init_std_multiple")) for t in table1[f"geppo-{task}"]["trials"]}
+        for trial in experiment["trials"]:
+            assert (trial["env"], trial.get("lr"), trial.get("init_std_multiple")) == paper
+            assert trial.get("sample_reuse", True) == variant.startswith("geppo")
+            assert trial.get("adaptive_lr", True) == (variant != "ppo" and variant != "ppo-wide")
+            assert ("model_config" in trial) == variant.endswith("wide")
+        assert sorted(t["seed"] for t in experiment["trials"]) == [0, 1, 2]
+
+
 @pytest.mark.parametrize("path", TUNED_EXAMPLES, ids=lambda p: p.name)
 def test_tuned_examples_pass_dry_run(path, capsys):
     out = dry_run(capsys, str(path))
