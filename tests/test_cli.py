@@ -451,22 +451,22 @@ def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others
 
 
 class _Trial:
-    """What StrandedTrials reads of a Tune trial: its id, status and resource request."""
+    """What StrandedTrials reads of a Tune trial: its id, status and placement group."""
 
-    def __init__(self, name: str, bundle: dict[str, float]):
+    def __init__(self, name: str, *bundles: dict[str, float]):
         from ray.tune.execution.placement_groups import PlacementGroupFactory
 
         self.trial_id, self.status = name, "PENDING"
-        self.placement_group_factory = PlacementGroupFactory([bundle])
+        self.placement_group_factory = PlacementGroupFactory(list(bundles))
 
     def __str__(self) -> str:
         return self.trial_id
 
 
-def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once(caplog):
+def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once_per_wait(caplog):
     now = [0.0]
     watch = StrandedTrials("rllib train file x.yaml --resume", wait_s=60,
-                           cluster_resources=lambda: {"CPU": 4.0, "GPU": 0.0}, clock=lambda: now[0])
+                           node_resources=lambda: [{"CPU": 2.0}, {"CPU": 2.0}], clock=lambda: now[0])
     stranded, queued = _Trial("on-gpu", {"CPU": 1, "GPU": 1}), _Trial("queued", {"CPU": 2})
     trials = [stranded, queued]
     warnings = lambda: [r.getMessage() for r in caplog.records if r.name == "rllib_geppo.cli.stranded"]
@@ -494,9 +494,18 @@ def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once(caplog):
         assert len(warnings()) == 2 and warnings()[1].startswith("on-gpu has waited 66 s for 1 GPU;")
 
 
-def test_shortfall_names_what_no_node_has_enough_of():
-    assert shortfall({"CPU": 2, "doomed": 1, "GPU": 0}, {"CPU": 2.0}) == ["doomed"]
-    assert shortfall({"CPU": 2.5}, {"CPU": 2.0, "GPU": 1.0}) == ["CPU"]
+def test_shortfall_names_what_no_node_or_no_cluster_has():
+    two_nodes = [{"CPU": 2.0, "doomed": 1.0}, {"CPU": 2.0}]
+    assert shortfall([{"CPU": 1, "doomed": 2}], "PACK", two_nodes) == (
+        "for 2 doomed; the cluster has 1 doomed")
+    assert shortfall([{"CPU": 3}, {"CPU": 2}], "PACK", two_nodes) == "for 5 CPUs; the cluster has 4 CPUs"
+    # Enough in all, but no node holds the bundle, or the strictly packed group.
+    assert shortfall([{"CPU": 3}], "PACK", two_nodes) == (
+        "for 3 CPUs on one node; no node of the cluster has that much")
+    assert shortfall([{"CPU": 1}, {"CPU": 2}], "STRICT_PACK", two_nodes) == (
+        "for 3 CPUs on one node; no node of the cluster has that much")
+    assert shortfall([{"CPU": 1}, {"CPU": 2}], "PACK", two_nodes) is None
+    assert shortfall([{"CPU": 2, "doomed": 1}, {"CPU": 2}], "SPREAD", two_nodes) is None
 
 
 def test_the_lost_actors_are_read_from_either_of_rays_errors():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ray.tune import Callback
 
@@ -28,31 +28,52 @@ WAIT_VARIABLE, DEFAULT_WAIT_S = "TUNE_WARN_INSUFFICENT_RESOURCE_THRESHOLD_S", 60
 CHECK_EVERY_S = 10.0
 
 
-def shortfall(required: Mapping[str, float], cluster: Mapping[str, float]) -> list[str]:
-    """The resources of which `required` asks for more than the whole `cluster` has."""
-    return sorted(k for k, v in required.items() if v > cluster.get(k, 0.0) + 1e-9)
+def shortfall(bundles: Sequence[Mapping[str, float]], strategy: str,
+              nodes: Sequence[Mapping[str, float]]) -> str | None:
+    """What a placement group waits for in vain on a cluster of `nodes` (each node's resources),
+    as ``for <amounts>; the cluster has <amounts>``; None where it can be placed.
+
+    Its bundles together may ask for more of a resource than all nodes have, or one bundle (under
+    ``STRICT_PACK``, all of them together) for more than any single node has.
+    """
+    required: dict[str, float] = {}
+    for bundle in bundles:
+        for kind, amount in bundle.items():
+            required[kind] = required.get(kind, 0.0) + amount
+    total: dict[str, float] = {}
+    for node in nodes:
+        for kind, amount in node.items():
+            total[kind] = total.get(kind, 0.0) + amount
+    short = sorted(k for k, v in required.items() if v > total.get(k, 0.0) + 1e-9)
+    if short:
+        return f"for {amounts(required, short)}; the cluster has {amounts(total, short)}"
+    for bundle in [required] if strategy == "STRICT_PACK" else bundles:
+        if not any(all(v <= node.get(k, 0.0) + 1e-9 for k, v in bundle.items()) for node in nodes):
+            return (f"for {amounts(bundle, sorted(bundle))} on one node; no node of the cluster "
+                    "has that much")
+    return None
 
 
 class StrandedTrials(Callback):
     """Warns, once per wait, about a trial that has been PENDING for ``wait_s`` seconds and
-    asks for more of a resource than the whole cluster has (summed over its bundles). A trial
-    whose bundle fits no single node, while the cluster has enough in all, is not caught.
+    whose placement group the cluster cannot hold (:func:`shortfall`).
 
     Args:
         resume_command: the command line that continues the run after a stop.
         wait_s: how long a trial waits before the warning, in seconds (default: Tune's
             ``TUNE_WARN_INSUFFICENT_RESOURCE_THRESHOLD_S``, else 60). The cluster is read at
             most every :data:`CHECK_EVERY_S`, so the warning may come that much later.
-        cluster_resources: the cluster's total resources now (default ``ray.cluster_resources``).
+        node_resources: the resources of each node of the cluster now (default: the alive
+            nodes of ``ray.nodes()``).
         clock: seconds, monotonic (default ``time.monotonic``).
     """
 
     def __init__(self, resume_command: str, wait_s: float | None = None,
-                 cluster_resources: Callable[[], Mapping[str, float]] | None = None,
+                 node_resources: Callable[[], Sequence[Mapping[str, float]]] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self._resume = resume_command
         self._wait_s = float(os.environ.get(WAIT_VARIABLE, DEFAULT_WAIT_S)) if wait_s is None else wait_s
-        self._cluster_resources = cluster_resources or _ray_cluster_resources
+        self._node_resources = node_resources or _alive_node_resources
         self._clock = clock
         self._pending_since: dict[str, float] = {}
         self._next_check = -float("inf")
@@ -69,25 +90,24 @@ class StrandedTrials(Callback):
             return
         self._next_check = now + CHECK_EVERY_S
         try:
-            cluster = self._cluster_resources()
+            nodes = self._node_resources()
         except Exception as e:  # noqa: BLE001 - a warning must never end the run
             log.debug("The cluster's resources could not be read: %s", e)
             return
         for trial in waiting:
-            required = trial.placement_group_factory.required_resources
-            short = shortfall(required, cluster)
-            if short and trial.trial_id not in self._warned:
+            group = trial.placement_group_factory
+            missing = shortfall(group.bundles, group.strategy, nodes)
+            if missing and trial.trial_id not in self._warned:
                 self._warned.add(trial.trial_id)
                 log.warning(
-                    "%s has waited %.0f s for %s; the cluster has %s. It starts once a node that "
-                    "has them joins (an autoscaling cluster adds one; by hand: ray start --address "
-                    "<head> with the missing --num-cpus, --num-gpus or --resources). Or stop this "
-                    "run with Ctrl+C and continue it later, from each trial's last checkpoint, "
-                    "with: %s", trial, now - self._pending_since[trial.trial_id],
-                    amounts(required, short), amounts(cluster, short), self._resume)
+                    "%s has waited %.0f s %s. It starts once a node that has them joins (an "
+                    "autoscaling cluster adds one; by hand: ray start --address <head> with the "
+                    "missing --num-cpus, --num-gpus or --resources). Or stop this run with Ctrl+C "
+                    "and continue it later, from each trial's last checkpoint, with: %s",
+                    trial, now - self._pending_since[trial.trial_id], missing, self._resume)
 
 
-def _ray_cluster_resources() -> Mapping[str, float]:
+def _alive_node_resources() -> list[Mapping[str, float]]:
     import ray
 
-    return ray.cluster_resources()
+    return [node["Resources"] for node in ray.nodes() if node["Alive"]]
