@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
 from ray.tune import Callback
@@ -31,19 +32,16 @@ CHECK_EVERY_S = 10.0
 def shortfall(bundles: Sequence[Mapping[str, float]], strategy: str,
               nodes: Sequence[Mapping[str, float]]) -> str | None:
     """What a placement group waits for in vain on a cluster of `nodes` (each node's resources),
-    as ``for <amounts>; the cluster has <amounts>``; None where it can be placed.
+    in words (``for 1 GPU; the cluster has 0 GPUs``); None where it can be placed.
 
     Its bundles together may ask for more of a resource than all nodes have, or one bundle (under
     ``STRICT_PACK``, all of them together) for more than any single node has.
     """
-    required: dict[str, float] = {}
+    required, total = Counter(), Counter()
     for bundle in bundles:
-        for kind, amount in bundle.items():
-            required[kind] = required.get(kind, 0.0) + amount
-    total: dict[str, float] = {}
+        required.update(bundle)
     for node in nodes:
-        for kind, amount in node.items():
-            total[kind] = total.get(kind, 0.0) + amount
+        total.update(node)
     short = sorted(k for k, v in required.items() if v > total.get(k, 0.0) + 1e-9)
     if short:
         return f"for {amounts(required, short)}; the cluster has {amounts(total, short)}"
