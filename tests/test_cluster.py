@@ -18,9 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 import ray
@@ -29,6 +27,7 @@ from ray.cluster_utils import Cluster
 from ray.tune.registry import get_trainable_cls
 
 import rllib_geppo  # noqa: F401  (registers "GePPO" with Tune)
+from commands import wait_until
 from rllib_geppo.checkpoint_manifest import read_manifest
 from rllib_geppo.cli.stranded import WAIT_VARIABLE
 
@@ -201,23 +200,13 @@ def result_pids(trial_dir: Path) -> set[int]:
     return {json.loads(line)["pid"] for line in lines}
 
 
-def wait_until(found: Callable[[], Any], proc: subprocess.Popen, log: Path, what: str) -> Any:
-    """Polls `found` until it returns something true, while the command (output in `log`) runs."""
-    deadline = time.monotonic() + 240  # a bound on the test, not a timing assertion
-    while not (value := found()):
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f"no {what}"
-        time.sleep(0.2)
-    return value
-
-
 def checkpoint_of_a_new_process(trial_dir: Path, pids: set[int], proc: subprocess.Popen,
                                 log: Path) -> set[int]:
     """Waits for a checkpoint of a retry (a process not in `pids`), not one that the lost node's
     process, still exiting, wrote after its node was gone. Returns the processes so far."""
-    wait_until(lambda: result_pids(trial_dir) - pids, proc, log, "result from a new process")
+    wait_until(lambda: result_pids(trial_dir) - pids, proc, "result from a new process", log)
     seen = checkpoints(trial_dir)
-    wait_until(lambda: set(checkpoints(trial_dir)) - set(seen), proc, log, "retry's checkpoint")
+    wait_until(lambda: set(checkpoints(trial_dir)) - set(seen), proc, "retry's checkpoint", log)
     return result_pids(trial_dir)
 
 
@@ -235,15 +224,15 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
                                 stderr=subprocess.STDOUT, env={**os.environ, WAIT_VARIABLE: "2"})
     run_dir = tmp_path / "results" / "lost"
     try:
-        trial_dir = wait_until(lambda: next(run_dir.glob("on-a-node_*"), None), proc, log, "trial")
-        wait_until(lambda: checkpoints(trial_dir) and result_pids(trial_dir), proc, log, "checkpoint")
+        trial_dir = wait_until(lambda: next(run_dir.glob("on-a-node_*"), None), proc, "trial", log)
+        wait_until(lambda: checkpoints(trial_dir) and result_pids(trial_dir), proc, "checkpoint", log)
         # The trial's node dies, all its processes at once, and none replaces it: Tune's retry
         # (max_failures: 1) waits for a node that has its resources, and the command says so.
         pids = result_pids(trial_dir)
         cluster.remove_node(node, allow_graceful=False)
         stranded = wait_until(lambda: re.search(r"on-a-node_\S+ has waited \d+ s for 1 doomed; "
                                                 r"the cluster has 0 doomed\..*\n", log.read_text()),
-                              proc, log, "warning about the waiting trial")
+                              proc, "warning about the waiting trial", log)
         # Such a node joins: the retry continues from the trial's last checkpoint.
         node = cluster.add_node(**doomed)
         checkpoint_of_a_new_process(trial_dir, pids, proc, log)

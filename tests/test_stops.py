@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from commands import wait_until
 from rllib_geppo import result_schema
 from rllib_geppo.checkpoint_manifest import read_manifest
 from rllib_geppo.cli.main import main
@@ -46,15 +47,6 @@ def start(argv: list, out: Path, **env: str) -> subprocess.Popen:
     """The console script in its own process group (as a shell starts a job)."""
     return subprocess.Popen([str(RLLIB), *map(str, argv)], stdout=out.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True, env={**os.environ, **env})
-
-
-def wait_until(condition, proc: subprocess.Popen, what: str, timeout_s: float = 300) -> None:
-    """Polls ``condition`` while the run goes on (a bound on the test, not a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {what}"
-        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
-        time.sleep(0.2)
 
 
 def kill_everything(proc: subprocess.Popen) -> None:

@@ -234,15 +234,19 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
 def error_message(*error_files: str | Path | None) -> str | None:
     """The error of the trial's last failure, from the first readable error file that holds
     one: ``module.Type: `` and the first line of its message, whole; None where none does."""
-    for path in filter(None, error_files):
-        try:
-            text = Path(path).read_text(errors="replace")
-        except OSError:
-            continue
+    for text in filter(None, map(error_text, error_files)):
         message = exception_line(text)
         if message:
             return message
     return None
+
+
+def error_text(path: str | Path | None) -> str | None:
+    """A trial's error file, whole; None where there is none or it cannot be read."""
+    try:
+        return Path(path).read_text(errors="replace") if path else None
+    except OSError:
+        return None
 
 
 def exception_line(error_text: str) -> str | None:
@@ -424,14 +428,9 @@ def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[s
     """Where a failed trial's actor went away: the nodes that died since the run started (node
     id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark dead the nodes those
     actors ran on; possibly none (the process alone died). None where no trial failed that way."""
-    failures = []
-    for trial in results:
-        if trial_status(trial) == "ERROR" and trial.run_metadata.error_filename:
-            try:
-                failures.append(Path(trial.path, trial.run_metadata.error_filename).read_text(errors="replace"))
-            except OSError:
-                continue
-    actors = lost_actors(failures)
+    failures = [error_text(Path(t.path, t.run_metadata.error_filename)) for t in results
+                if trial_status(t) == "ERROR" and t.run_metadata.error_filename]
+    actors = lost_actors([text for text in failures if text])
     if actors is None:
         return None
     homes = dead_actor_nodes(actors)

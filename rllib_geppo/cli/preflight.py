@@ -196,8 +196,7 @@ def check_resources(
             request = trial_request(spec, trial)
             if request is None:
                 continue
-            short = [k for k, v in request.items()
-                     if (kinds is None or k in kinds) and v > available.get(k, 0) + 1e-9]
+            short = [k for k in exceeding(request, available) if kinds is None or k in kinds]
             if short:
                 asked = ", ".join(f"{k}: {trial[k]}" for k in settings) or "the defaults"
                 fixes = "; ".join(FIXES.get(k, f"ask for less {k}") for k in short)
@@ -206,6 +205,11 @@ def check_resources(
                     f"{where} has {amounts(available, short)}; Tune would wait for them forever. "
                     f"Fix: {fixes}; or run on a larger cluster (--address)."
                 )
+
+
+def exceeding(request: Mapping[str, float], available: Mapping[str, float]) -> list[str]:
+    """The kinds of resource of which `request` asks for more than `available` holds."""
+    return [k for k, v in request.items() if v > available.get(k, 0.0) + 1e-9]
 
 
 def check_cluster_resources(

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ray.tune import Callback
 
-from rllib_geppo.cli.preflight import amounts
+from rllib_geppo.cli.preflight import amounts, exceeding
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,11 @@ def shortfall(bundles: Sequence[Mapping[str, float]], strategy: str,
         required.update(bundle)
     for node in nodes:
         total.update(node)
-    short = sorted(k for k, v in required.items() if v > total.get(k, 0.0) + 1e-9)
+    short = sorted(exceeding(required, total))
     if short:
         return f"for {amounts(required, short)}; the cluster has {amounts(total, short)}"
     for bundle in [required] if strategy == "STRICT_PACK" else bundles:
-        if not any(all(v <= node.get(k, 0.0) + 1e-9 for k, v in bundle.items()) for node in nodes):
+        if all(exceeding(bundle, node) for node in nodes):
             return (f"for {amounts(bundle, sorted(bundle))} on one node; no node of the cluster "
                     "has that much")
     return None
