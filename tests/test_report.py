@@ -145,6 +145,39 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
             "| 1,000 | 1,050 ± 50 | 10 s |") in table
 
 
+def test_mean_gains_across_environments_known_by_hand(results: Path, tmp_path: Path):
+    """Hopper (the fixture): GePPO 1,300 +- 100 against PPO's 650 +- 50, +100% and 5.8 s.e. the
+    better. Walker2d: both average 650 +- 50, 0%. So GePPO's mean gain over PPO is +50% with
+    1 environment above, and PPO's over GePPO (-50% and 0%) is -25% with 1 below. PPO-Adapt ran
+    on Hopper alone: a mean over one environment is no mean, so its cells are n/a."""
+    single = tmp_path / "single"
+    assert run_cli(results, "--out", single) == 0
+    assert "Across environments" not in (single / "table.md").read_text()
+    assert not (single / "mean_gains.csv").exists()
+    walker = results / "walker"
+    for seed, offset in ((0, 0), (1, 100)):
+        write_trial(walker, "GePPO", "Walker2d-v5", seed, GEPPO, GEPPO_STEPS,
+                    linear(0.1, offset, GEPPO_STEPS), 500)
+        write_trial(walker, "GePPO", "Walker2d-v5", seed + 2, PPO, PPO_STEPS,
+                    linear(0.1, offset, PPO_STEPS), 1000)
+    write_trial(results / "adapt", "GePPO", "Hopper-v5", 0, {**PPO, "adaptive_lr": True},
+                PPO_STEPS, linear(0.1, 0, PPO_STEPS), 1000)
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    with (out / "mean_gains.csv").open() as handle:
+        gains = {(r["variant"], r["versus"]): r for r in csv.DictReader(handle)}
+    assert set(gains) == {("GePPO", "PPO"), ("PPO", "GePPO")}
+    for pair, mean_pct, above, below in ((("GePPO", "PPO"), 50, 1, 0), (("PPO", "GePPO"), -25, 0, 1)):
+        assert float(gains[pair]["mean_pct"]) == pytest.approx(mean_pct)
+        assert (gains[pair]["envs"], gains[pair]["above"], gains[pair]["below"]) == \
+            ("2", str(above), str(below))
+    table = (out / "table.md").read_text().split("## Across environments")[1]
+    assert "| variant | vs GePPO | vs PPO | vs PPO-Adapt |" in table
+    assert "| GePPO | — | +50.0% (1↑ 0↓) | n/a |" in table
+    assert "| PPO | -25.0% (0↑ 1↓) | — | n/a |" in table
+    assert "| PPO-Adapt | n/a | n/a | — |" in table
+
+
 def test_update_size_against_its_target_and_the_late_change(results: Path, tmp_path: Path):
     """GePPO's seeds logged TV 0.04 and 0.06 against a target of 0.05: 0.05 ± 0.01 over the last
     tenth, on target. Every return curve rises to the budget: its peak is the last tenth, no

@@ -4,7 +4,9 @@ Reads every Tune trial folder (``params.json`` + ``result.json``) under the give
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
 ``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``stability.csv`` (the TV of
 the last updates against its target, the return's late change: the paper's Figure 2),
-``returns.png`` and, when any trial logged it, ``tv.png``. With ``--paper``, ``table.md`` opens
+``returns.png`` and, when any trial logged it, ``tv.png``. With rows in two or more environments,
+``table.md`` ends with each variant's mean gain in average return over each other across them
+(also in ``mean_gains.csv``: the paper's "on average, GePPO improves ... by 31%"). With ``--paper``, ``table.md`` opens
 with the paper's Table 1 beside ours (also in ``paper.csv``) and the return curves mark the
 paper's final returns (:mod:`rllib_geppo.report.paper`).
 
@@ -67,7 +69,7 @@ from rllib_geppo.report.plots import (
 )
 from rllib_geppo.report.paper import PaperRow
 from rllib_geppo.report.settings import Settings
-from rllib_geppo.report.stats import Array, Row, Run, Stability
+from rllib_geppo.report.stats import Array, MeanGain, Row, Run, Stability
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +136,7 @@ class Report:
     return_key: str
     paper_rows: list[PaperRow] = dataclasses.field(default_factory=list)  # empty: no --paper
     stability: list[Stability] = dataclasses.field(default_factory=list)  # one per row
+    mean_gains: list[MeanGain] = dataclasses.field(default_factory=list)  # pairs over >= 2 envs
 
 
 # ----------------------------------------------------------------------------- reading folders
@@ -572,6 +575,7 @@ def build_report(trials: Sequence[Trial], budget: float | None = None, baseline:
         raise ReportError("no trial reaches the budget in any environment: "
                           + "; ".join(f"{f.trial.path}: {f.reason}" for f in flags))
     _warn_split_baseline(report.rows, baseline)
+    report.mean_gains.extend(stats.mean_gains(report.rows))
     if paper:
         report.paper_rows.extend(_paper_rows(report.rows))
     return report
@@ -733,6 +737,7 @@ def render_markdown(report: Report) -> str:
                      f"| {_fmt_duration(row.time_budget_s)} |")
     lines += _target_lines([row for row in report.rows if math.isfinite(row.target)])
     lines += _stability_lines(report.stability)
+    lines += _mean_gain_lines(report.mean_gains, {r.variant for r in report.rows})
     if report.flags:
         lines += ["", "## Excluded trials", ""]
         lines += [f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} "
@@ -779,10 +784,40 @@ def _stability_lines(rows: Sequence[Stability]) -> list[str]:
     return lines
 
 
-def write_csv(rows: Sequence[Row | PaperRow | TrialRow | Stability], row_type: type,
+def _mean_gain_lines(gains: Sequence[MeanGain], variants: Iterable[str]) -> list[str]:
+    """Each of ``variants``' mean % gain in average return over each other, across
+    environments; nothing when no pair shares two environments."""
+    if not gains:
+        return []
+    variants = sorted(variants, key=_variant_key)
+    by_pair = {(g.variant, g.versus): g for g in gains}
+    most = max(g.envs for g in gains)
+
+    def cell(variant: str, versus: str) -> str:
+        if variant == versus:
+            return "—"
+        if (gain := by_pair.get((variant, versus))) is None:
+            return "n/a"
+        envs = "" if gain.envs == most else f", {gain.envs} envs"
+        return f"{_fmt_pct(gain.mean_pct)} ({gain.above}↑ {gain.below}↓{envs})"
+
+    return ["", "## Across environments", "",
+            "Each cell is the mean over environments of the % by which the row's *avg return* "
+            "exceeds the column's (the paper's \"on average, GePPO improves average performance "
+            f"throughout training by 31%\"), over the {most} environments both have rows in unless "
+            "the cell says fewer; ↑ and ↓ count the environments where the row is above or below "
+            "by more than one standard error of the difference (the rest: no winner). Cells need "
+            "two environments (n/a: fewer).", "",
+            "| variant | " + " | ".join(f"vs {v}" for v in variants) + " |",
+            "|" + " --- |" * (len(variants) + 1),
+            *("| " + " | ".join([v, *(cell(v, w) for w in variants)]) + " |" for v in variants)]
+
+
+def write_csv(rows: Sequence[Row | PaperRow | TrialRow | Stability | MeanGain], row_type: type,
               path: Path) -> None:
     """One line per row of ``row_type`` (``table.csv``: Row, ``paper.csv``: PaperRow,
-    ``trials.csv``: TrialRow, ``stability.csv``: Stability): raw numbers, empty cells for NaN."""
+    ``trials.csv``: TrialRow, ``stability.csv``: Stability, ``mean_gains.csv``: MeanGain): raw
+    numbers, empty cells for NaN."""
     fields = [f.name for f in dataclasses.fields(row_type)]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
@@ -804,6 +839,9 @@ def write_report(report: Report, out: Path) -> list[Path]:
     if report.paper_rows:
         write_csv(report.paper_rows, PaperRow, out / "paper.csv")
         written.insert(2, out / "paper.csv")
+    if report.mean_gains:
+        write_csv(report.mean_gains, MeanGain, out / "mean_gains.csv")
+        written.insert(-1, out / "mean_gains.csv")
     returns_figure(report.returns_panels).savefig(out / "returns.png", dpi=120)
     if report.time_panels:
         returns_vs_time_figure(report.time_panels).savefig(out / "returns_vs_time.png", dpi=120)
@@ -882,7 +920,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Tune results, experiment or trial directories (searched recursively)")
     parser.add_argument("--out", type=Path, default=Path("report"),
                         help="output folder for table.md, table.csv, trials.csv, stability.csv, "
-                             "returns.png, tv.png (default: ./report)")
+                             "mean_gains.csv, returns.png, tv.png (default: ./report)")
     parser.add_argument("--budget", type=_env_steps, default=None,
                         help="env steps at which 'final' is read, for every environment; trials "
                              "that end before it are flagged and excluded (default: per "

@@ -86,6 +86,20 @@ class Stability:
 
 
 @dataclass(frozen=True)
+class MeanGain:
+    """One variant's average return against another's, over the environments both have rows in:
+    the paper's "on average, GePPO improves average performance throughout training by 31%
+    compared to PPO" (a mean of per-environment percentages, so each task weighs the same)."""
+
+    variant: str
+    versus: str
+    envs: int  # environments where both variants have a row
+    mean_pct: float  # mean over those environments of the % difference in average return
+    above: int  # environments where the variant's average is higher by more than one s.e. of
+    below: int  # the difference, or lower by more than one (the rest: no winner)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """One environment's variants compared: return bands against env steps and against
     training time (empty when the runs share no window of time), and the table rows."""
@@ -341,3 +355,27 @@ def compare_variants(
         ))
     return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows,
                       trial_avgs=trial_avgs, trial_finals=trial_finals, aligned=returns)
+
+
+def mean_gains(rows: Sequence[Row]) -> list[MeanGain]:
+    """For every ordered pair of variants with rows in two or more of the same environments, the
+    mean over those environments of the first's % improvement in average return over the second
+    (:func:`improvement_pct`), with how many environments each leads by more than one standard
+    error of the difference. Pairs follow the order of ``rows``."""
+    by_env: dict[str, dict[str, Row]] = {}
+    for row in rows:
+        by_env.setdefault(row.env, {})[row.variant] = row
+    variants = list(dict.fromkeys(row.variant for row in rows))
+    gains = []
+    for variant in variants:
+        for versus in variants:
+            pairs = [(env[variant], env[versus]) for env in by_env.values()
+                     if variant in env and versus in env and variant != versus]
+            if len(pairs) < 2:
+                continue
+            diffs = [difference_in_se((a.avg, a.avg_se), (b.avg, b.avg_se)) for a, b in pairs]
+            gains.append(MeanGain(
+                variant=variant, versus=versus, envs=len(pairs),
+                mean_pct=float(np.mean([improvement_pct(a.avg, b.avg) for a, b in pairs])),
+                above=sum(d > 1 for d in diffs), below=sum(d < -1 for d in diffs)))
+    return gains
