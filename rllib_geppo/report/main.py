@@ -4,11 +4,12 @@ Reads every Tune trial folder (``params.json`` + ``result.json``) under the give
 trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
 ``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``stability.csv`` (the TV of
 the last updates against its target, the return's late change: the paper's Figure 2),
-``returns.png`` and, when any trial logged it, ``tv.png``. With rows in two or more environments,
-``table.md`` ends with each variant's mean gain in average return over each other across them
-(also in ``mean_gains.csv``: the paper's "on average, GePPO improves ... by 31%"). With ``--paper``, ``table.md`` opens
-with the paper's Table 1 beside ours (also in ``paper.csv``) and the return curves mark the
-paper's final returns (:mod:`rllib_geppo.report.paper`).
+``returns.png`` and, when any trial logged it, ``tv.png``. With rows in two or more
+environments, ``table.md`` ends with each variant's mean gain in average return over each other
+across them (also in ``mean_gains.csv``: the paper's "on average, GePPO improves ... by 31%").
+With ``--paper``, ``table.md`` opens with the paper's Table 1 beside ours (also in
+``paper.csv``) and the return curves mark the paper's final returns
+(:mod:`rllib_geppo.report.paper`).
 
 Trials of one environment and variant that differ in any setting other than the seed are
 never averaged as seeds of one: each set is a row of its own, labelled with the settings it
