@@ -438,6 +438,30 @@ def test_resume_of_a_run_whose_saved_state_is_cut_short_exits_2(tmp_path, capsys
     assert "Tune would start the run over" in err
 
 
+def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
+    """Tune saves a run's trials in an arbitrary order, and a resumed run starts those that never
+    ran in the saved order; the state is put in creation order first. Entries are Tune's own."""
+    from ray.tune.experiment import Trial
+    from rllib_geppo.cli.resume import order_as_created
+
+    def saved(*ids: str) -> list[list[str]]:
+        return [list(Trial("__fake", trial_id=i, stub=True).get_json_state()) for i in ids]
+
+    state = tmp_path / "experiment_state-2026-01-01_00-00-00.json"
+    shuffled = saved(*(f"abcde_{i:05d}" for i in (3, 0, 11, 1, 2)))
+    state.write_text(json.dumps({"trial_data": shuffled, "runner_data": {"kept": 1}}))
+    assert order_as_created(tmp_path)
+    restored = json.loads(state.read_text())
+    assert [json.loads(e[0])["trial_id"][-2:] for e in restored["trial_data"]] == \
+        ["00", "01", "02", "03", "11"]
+    assert sorted(restored["trial_data"]) == sorted(shuffled)  # each entry as it was
+    assert restored["runner_data"] == {"kept": 1}
+    assert not order_as_created(tmp_path)  # in order already: nothing written
+    custom = json.dumps({"trial_data": saved("abcde_00001", "my-trial")})
+    state.write_text(custom)  # an ID without Tune's counter: the order stays as saved
+    assert not order_as_created(tmp_path) and state.read_text() == custom
+
+
 def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others():
     from rllib_geppo.cli.experiment_file import UserError
     from rllib_geppo.cli.resume import SavedTrial, check_unchanged

@@ -56,7 +56,8 @@ from rllib_geppo.cli.interrupt import GracefulStop, stop_exit_code
 from rllib_geppo.cli.progress import BestReturns, BudgetReporter
 from rllib_geppo.cli.result_files import ProgressCSV, ResultJSON
 from rllib_geppo.cli.resume import (
-    check_run_lock, check_unchanged, mark_finished_trials, run_lock, saved_stops, saved_trials,
+    check_run_lock, check_unchanged, mark_finished_trials, order_as_created, run_lock, saved_stops,
+    saved_trials,
 )
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
 from rllib_geppo.cli.stranded import StrandedTrials
@@ -491,7 +492,10 @@ def preflight(
     if args.resume:
         run_dir = _join(storage, run_name)
         check_resume(storage, run_name, run_dir)
-        finished = mark_finished_trials(Path(run_dir)) if "://" not in storage else []
+        finished = []
+        if "://" not in storage:  # Tune's saved state is a local file
+            finished = mark_finished_trials(Path(run_dir))
+            order_as_created(Path(run_dir))
         resume_from = check_run_checkpoints(
             run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints
         ) | newest_checkpoints(run_dir, finished)
