@@ -368,9 +368,9 @@ def mean_gains(rows: Sequence[Row]) -> list[MeanGain]:
     variants = list(dict.fromkeys(row.variant for row in rows))
     gains = []
     for variant in variants:
-        for versus in variants:
+        for versus in (v for v in variants if v != variant):
             pairs = [(env[variant], env[versus]) for env in by_env.values()
-                     if variant in env and versus in env and variant != versus]
+                     if variant in env and versus in env]
             if len(pairs) < 2:
                 continue
             diffs = [difference_in_se((a.avg, a.avg_se), (b.avg, b.avg_se)) for a, b in pairs]
