@@ -49,16 +49,20 @@ class SavedTrial:
     folder: str
 
 
+def newest_state(run_dir: Path) -> Path | None:
+    """The run's newest ``experiment_state-*.json`` (the name holds the time), or None."""
+    return max(run_dir.glob("experiment_state-*.json"), default=None)
+
+
 def saved_trials(run_dir: Path) -> list[SavedTrial]:
     """The trials of the run in `run_dir` as its newest experiment state holds them.
 
     Raises UserError if that state cannot be read: Tune would start the run over.
     """
-    states = sorted(run_dir.glob("experiment_state-*.json"))  # the name holds the time
-    if not states:
+    if (state := newest_state(run_dir)) is None:
         return []
     try:
-        data = json.loads(states[-1].read_text())
+        data = json.loads(state.read_text())
         trials = [json.loads(entry[0]) for entry in data["trial_data"]]
         return [SavedTrial(experiment=t["custom_trial_name"].rsplit("_", 1)[0],
                            config=dict(t["config"]), stop=dict(t["stopping_criterion"] or {}),
@@ -66,7 +70,7 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
                 for t in trials]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(
-            f"--resume: the run's saved state {states[-1]} cannot be read ({type(e).__name__}: {e}); "
+            f"--resume: the run's saved state {state} cannot be read ({type(e).__name__}: {e}); "
             "it is damaged, e.g. cut short by a full disk, and Tune would start the run over. "
             "Free space, then start a new run (leave out --resume, or pass another --name); the "
             "trials' checkpoints and results in that folder stay as they are.") from None
@@ -83,8 +87,8 @@ def mark_finished_trials(run_dir: Path) -> list[str]:
     """
     if not saved_trials(run_dir):  # raises UserError where the state cannot be read
         return []
-    states = sorted(run_dir.glob("experiment_state-*.json"))
-    state = json.loads(states[-1].read_text())
+    path = newest_state(run_dir)
+    state = json.loads(path.read_text())
     finished = []
     for entry in state["trial_data"]:
         trial, metadata = json.loads(entry[0]), json.loads(entry[1])
@@ -100,7 +104,7 @@ def mark_finished_trials(run_dir: Path) -> list[str]:
         log.info("%s finished (iteration %s) after the run's state was saved; it stays finished.",
                  trial["custom_trial_name"], last.get("training_iteration"))
     if finished:
-        write_json_atomically(states[-1], state)
+        write_json_atomically(path, state)
     return finished
 
 
@@ -113,10 +117,9 @@ def order_as_created(run_dir: Path) -> bool:
     and written, the state file replaced atomically. Returns whether the order changed (False
     also where a trial ID lacks Tune's counter, left as it is).
     """
-    states = sorted(run_dir.glob("experiment_state-*.json"))
-    if not states:
+    if (path := newest_state(run_dir)) is None:
         return False
-    state = json.loads(states[-1].read_text())
+    state = json.loads(path.read_text())
     try:
         created = sorted(state["trial_data"],
                          key=lambda entry: creation_index(json.loads(entry[0])["trial_id"]))
@@ -124,7 +127,7 @@ def order_as_created(run_dir: Path) -> bool:
         return False
     if created == state["trial_data"]:
         return False
-    write_json_atomically(states[-1], {**state, "trial_data": created})
+    write_json_atomically(path, {**state, "trial_data": created})
     return True
 
 
