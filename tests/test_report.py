@@ -470,6 +470,24 @@ def test_geppo_trials_are_labelled_by_the_network_they_built(tmp_path: Path):
         "GePPO model_config/fcnet_hiddens=[64,64]", "GePPO model_config/fcnet_hiddens=[64,64]"]
 
 
+def test_a_setting_that_splits_a_variant_labels_it_in_every_environment(tmp_path: Path):
+    """Hopper ran both networks, Walker2d the default alone (a study still running): Walker2d's
+    trials are labelled with their network too, so the default-network rows of the two tasks
+    pair up across environments. Walker2d's own lr differs between tasks only: no label."""
+    _sweep(tmp_path, {"default": {"model_config": {"fcnet_hiddens": [64, 64]}},
+                      "wide": {"model_config": {"fcnet_hiddens": [400, 300],
+                                                "vf_fcnet_hiddens": [64, 64]}}}, seeds=(0,))
+    for seed in (0, 1):
+        write_trial(tmp_path / "walker", "GePPO", "Walker2d-v5", seed,
+                    GEPPO | {"lr": 1e-4, "model_config": {"fcnet_hiddens": [64, 64]}},
+                    PPO_STEPS, linear(0.1, 100 * seed, PPO_STEPS), 500)
+    assert sorted((t.env, t.variant) for t in report.load_trials([tmp_path])) == [
+        ("Hopper-v5", "GePPO model_config/fcnet_hiddens=[400,300]"),
+        ("Hopper-v5", "GePPO model_config/fcnet_hiddens=[64,64]"),
+        ("Walker2d-v5", "GePPO model_config/fcnet_hiddens=[64,64]"),
+        ("Walker2d-v5", "GePPO model_config/fcnet_hiddens=[64,64]")]
+
+
 def test_group_by_named_settings_pools_the_others_with_a_warning(tmp_path: Path, caplog):
     _sweep(tmp_path, {"a": {"lr": 3e-4, "num_epochs": 5}, "b": {"lr": 3e-4, "num_epochs": 10},
                       "c": {"lr": 1e-3, "num_epochs": 5}})

@@ -352,7 +352,10 @@ def _setting_names(group_by: str) -> list[str]:
 def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None) -> list[Trial]:
     """Split each environment's trials of one label by the settings they differ in, the seed
     aside, and name those settings in the label ("GePPO lr=0.001"): different settings are
-    never seeds of one row.
+    never seeds of one row. A setting that splits a label in any environment is named in that
+    label in every environment, so the same settings carry the same label across environments
+    (and pair up in *Across environments*) even where an environment ran only one of them;
+    a setting that differs only between environments (a per-task lr) labels nothing.
 
     ``keys``: label by these settings alone (each where its trials differ in it); trials that
     differ in other settings are then pooled on purpose, with a warning naming them.
@@ -367,16 +370,17 @@ def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None
                               f"{', '.join(map(repr, missing))} (settings that differ between "
                               f"trials: {', '.join(varied) or 'none'}; or use "
                               f"{' / '.join(BASE_LABELS)})")
-    labelled = []
-    for (env, base), group in _group(trials, lambda t: (t.env, t.variant)).items():
+    groups = _group(trials, lambda t: (t.env, t.variant))
+    chosen: dict[str, set[str]] = defaultdict(set)  # base label -> the settings that split it
+    for (env, base), group in groups.items():
         varied = report_settings.varied([t.settings for t in group])
-        chosen = varied if keys is None else [v for v in varied if _under(v, keys)]
-        labelled += [dataclasses.replace(t, variant=report_settings.label(base, t.settings, chosen))
-                     for t in group]
-        if pooled := [v for v in varied if v not in chosen]:
+        chosen[base].update(v for v in varied if keys is None or _under(v, keys))
+        if pooled := [v for v in varied if keys is not None and not _under(v, keys)]:
             logger.warning("%s / %s: --group-by %s pools trials that differ in %s", env, base,
                            ",".join(keys or ()), ", ".join(pooled))
-    return labelled
+    return [dataclasses.replace(t, variant=report_settings.label(base, t.settings,
+                                                                 sorted(chosen[base])))
+            for (_, base), group in groups.items() for t in group]
 
 
 def _under(setting: str, keys: Sequence[str]) -> bool:
