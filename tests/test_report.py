@@ -24,7 +24,7 @@ import pytest
 
 from rllib_geppo.report import main as report, paper as report_paper
 from rllib_geppo.cli.experiment_file import load_experiments, resolve_trials
-from rllib_geppo.report.plots import ReturnsPanel, returns_figure
+from rllib_geppo.report.plots import ReturnsPanel, TVPanel, returns_figure, tv_figure
 from rllib_geppo.report.stats import (
     Row,
     Run,
@@ -620,6 +620,24 @@ def test_returns_figure_has_one_panel_per_env_with_markers():
     # The baseline's final level, and GePPO's crossing (none drawn for the baseline itself).
     assert sorted((tuple(l.get_xdata()), tuple(l.get_ydata())) for l in dotted) == \
         [((0, 1), (2.0, 2.0)), ((1.0, 1.0), (0, 1))]
+
+
+def test_a_long_legend_sits_below_its_panel_and_a_short_one_inside():
+    """A study's six variants would cover the curves; two leave room. Every TV target shares
+    one legend entry, each drawn dotted in its variant's colour."""
+    grid = np.array([0.0, 1.0, 2.0])
+    names = ["GePPO", "PPO", "PPO-Adapt", "GePPO wide", "PPO wide", "PPO-Adapt wide"]
+    for count, below in ((2, False), (6, True)):
+        bands = {name: band(np.array([[0.05, 0.05, 0.05]])) for name in names[:count]}
+        fig = tv_figure([TVPanel(env="Hopper-v5", grid=grid, bands=bands,
+                                 targets={name: 0.05 for name in bands})])
+        fig.draw_without_rendering()
+        ax = fig.axes[0]
+        legend, panel = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert bool(legend.y1 < panel.y0) is below
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == \
+            [f"{name} (n=1)" for name in bands] + ["target ε/2 (variant's colour)"]
+        assert len([l for l in ax.get_lines() if l.get_linestyle() == ":"]) == count + 1
 
 
 # ----------------------------------------------------------------------------- the arithmetic

@@ -13,6 +13,7 @@ from math import ceil, isfinite
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
+from matplotlib.transforms import offset_copy
 
 from rllib_geppo.report.stats import Array, Band
 
@@ -21,6 +22,10 @@ _KNOWN_COLORS = {"GePPO": "tab:blue", "PPO": "tab:orange", "PPO-Adapt": "tab:gre
                  "RLlib PPO": "tab:red", "SB3 PPO": "tab:purple", "GePPO overlapped": "tab:cyan"}
 _SPARE_COLORS = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "gold", "navy")
 _PANELS_PER_ROW = 3
+#: A panel with more legend entries than this keeps its legend below it, off the curves, that
+#: many points under the axes (clear of the tick labels and the x label).
+_LEGEND_INSIDE_MAX = 6
+_LEGEND_GAP_PT = 36
 
 
 @dataclass(frozen=True)
@@ -83,14 +88,20 @@ def _draw_band(ax: Axes, grid: Array, band: Band, color: str, label: str) -> Non
 
 
 def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: bool = True) -> None:
-    """Title, labels, grid and legend; ``eng_x`` writes x ticks as 25k, 1M (env steps)."""
+    """Title, labels, grid and legend (below the panel when long); ``eng_x`` writes x ticks
+    as 25k, 1M (env steps)."""
     ax.set_title(env)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if eng_x:
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    if len(ax.get_legend_handles_labels()[1]) <= _LEGEND_INSIDE_MAX:
+        ax.legend(fontsize="small")
+    else:  # a study's six variants would cover the curves: below the x label instead
+        below = offset_copy(ax.transAxes, fig=ax.figure, y=-_LEGEND_GAP_PT, units="points")
+        ax.legend(fontsize="small", ncols=2, loc="upper center", bbox_to_anchor=(0.5, 0),
+                  bbox_transform=below)
 
 
 def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
@@ -135,7 +146,8 @@ def tv_figure(panels: Sequence[TVPanel]) -> Figure:
         for variant, band in panel.bands.items():
             _draw_band(ax, panel.grid, band, colors[variant], variant)
             if variant in panel.targets:
-                ax.axhline(panel.targets[variant], color=colors[variant], linestyle=":",
-                           label=f"{variant} target ε/2")
+                ax.axhline(panel.targets[variant], color=colors[variant], linestyle=":")
+        if panel.targets:  # one entry for all targets: each is dotted in its variant's colour
+            ax.plot([], [], color="black", linestyle=":", label="target ε/2 (variant's colour)")
         _finish(ax, panel.env, "TV(π_new, π_old)")
     return fig
