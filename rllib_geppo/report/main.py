@@ -374,8 +374,9 @@ def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None
     chosen: dict[str, set[str]] = defaultdict(set)  # base label -> the settings that split it
     for (env, base), group in groups.items():
         varied = report_settings.varied([t.settings for t in group])
-        chosen[base].update(v for v in varied if keys is None or _under(v, keys))
-        if pooled := [v for v in varied if keys is not None and not _under(v, keys)]:
+        named = [v for v in varied if keys is None or _under(v, keys)]
+        chosen[base].update(named)
+        if pooled := [v for v in varied if v not in named]:
             logger.warning("%s / %s: --group-by %s pools trials that differ in %s", env, base,
                            ",".join(keys or ()), ", ".join(pooled))
     return [dataclasses.replace(t, variant=report_settings.label(base, t.settings,
