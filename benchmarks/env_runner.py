@@ -22,8 +22,8 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig
-from rllib_geppo.env_runner import GePPOEnvRunner
-from rllib_geppo.rl_module import GePPOTorchRLModule
+from rllib_geppo.sampling.env_runner import GePPOEnvRunner
+from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
 
 
 def rllib_pipelines(runner: SingleAgentEnvRunner, config: GePPOConfig) -> None:

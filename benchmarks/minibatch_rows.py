@@ -24,7 +24,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.torch_learner import GePPOTorchLearner
+from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 
 
 def minibatch(rows: int, obs_dim: int, act_dim: int, device: torch.device) -> dict[str, torch.Tensor]:

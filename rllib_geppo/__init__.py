@@ -9,11 +9,12 @@ stack (``GePPOTorchPolicy``) is imported only when asked for.
 import ray
 from ray.tune.registry import register_trainable
 
-from rllib_geppo.geppo import GePPO, GePPOConfig
+from rllib_geppo.algorithm import GePPO, GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
+from rllib_geppo.deployment.saved_policy import SavedPolicy
 from rllib_geppo.examples.minatar import register_minatar
-from rllib_geppo.saved_policy import SavedPolicy
-from rllib_geppo.stack_frames import StackFrames
+from rllib_geppo.records import moved_modules
+from rllib_geppo.sampling.stack_frames import StackFrames
 
 __version__ = "0.9.2"
 __all__ = ["GePPO", "GePPOConfig", "GePPOTorchPolicy", "SavedPolicy", "StackFrames"]
@@ -33,6 +34,7 @@ def _register_with_tune() -> None:
 
 
 _register_with_tune()
+moved_modules.install()  # checkpoints of 0.9 and older name classes by their old module paths
 register_minatar()  # gymnasium ids "MinAtar/<Game>-v1", made only when used
 # Tune keeps registrations in the Ray session's key-value store, so a second ray.init() in the
 # same process (after ray.shutdown()) would not know "GePPO": register again whenever Ray starts,

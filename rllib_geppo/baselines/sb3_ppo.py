@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rllib_geppo.result_keys import STEPS_KEY
+from rllib_geppo.records.result_keys import STEPS_KEY
 
 #: The name ``run:`` takes in a YAML file (registered with Tune by ``import rllib_geppo``).
 TRAINABLE_NAME = "SB3PPO"

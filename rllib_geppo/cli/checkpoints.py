@@ -20,7 +20,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from rllib_geppo.checkpoint_manifest import damaged_files, read_manifest
+from rllib_geppo.records.checkpoint_manifest import damaged_files, read_manifest
 from rllib_geppo.cli.experiment_file import UserError
 from rllib_geppo.cli.resume import saved_trials
 
@@ -35,7 +35,7 @@ def damaged_file(checkpoint: Path) -> tuple[Path, str] | None:
     """The first file of `checkpoint` that is not as it was saved, with the reason, else None.
 
     Nothing is unpickled: a pickle runs code as it loads. A GePPO checkpoint is checked against
-    the sizes and checksums of its manifest (:mod:`rllib_geppo.checkpoint_manifest`); files it
+    the sizes and checksums of its manifest (:mod:`rllib_geppo.records.checkpoint_manifest`); files it
     does not list are never loaded by a restore and are ignored. A checkpoint without a
     manifest (another algorithm's, or GePPO's before 0.9) is checked as far as that goes: its
     JSON files parse and every file reads to its end.

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, SB3PPOSettings, import_sb3
-from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY
+from rllib_geppo.records.result_keys import RETURN_KEY, STEPS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -289,10 +289,10 @@ def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
 
 
 def _check_spaces(spec: ExperimentSpec, trials: list[dict[str, Any]]) -> None:
-    """GePPO's check of the spaces and modules (:func:`rllib_geppo.module_spaces.check_module_spaces`,
+    """GePPO's check of the spaces and modules (:func:`rllib_geppo.rl_module.checks.check_module_spaces`,
     which the algorithm makes in each trial's setup), here before Ray starts: each distinct
     env, with its settings, is made once."""
-    from rllib_geppo.geppo import GePPO
+    from rllib_geppo.algorithm.geppo import GePPO
 
     if not issubclass(algorithm_class(spec.run, spec.where()), GePPO):
         return
@@ -315,8 +315,8 @@ def check_trial_spaces(trial: dict[str, Any], where: str) -> None:
     package only its worker nodes have) is left to the trial, with a warning."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    from rllib_geppo.geppo import GePPOConfig
-    from rllib_geppo.module_spaces import check_module_spaces
+    from rllib_geppo.algorithm.geppo import GePPOConfig
+    from rllib_geppo.rl_module.checks import check_module_spaces
 
     config = GePPOConfig().update_from_dict(to_algorithm_config(trial))
     try:
@@ -377,7 +377,7 @@ def algorithm_class(name: str, where: str) -> type:
     if name in ALGORITHMS:
         cls = ALGORITHMS[name]()[0]
     elif name == "GePPO":  # Tune's registry forgets it between Ray sessions of one process
-        from rllib_geppo.geppo import GePPO
+        from rllib_geppo.algorithm.geppo import GePPO
 
         cls = GePPO
     elif _global_registry.contains(TRAINABLE_CLASS, name):

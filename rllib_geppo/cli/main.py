@@ -61,7 +61,7 @@ from rllib_geppo.cli.resume import (
 )
 from rllib_geppo.cli.quiet import QuietConsole, quiet_console
 from rllib_geppo.cli.stranded import StrandedTrials
-from rllib_geppo.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
+from rllib_geppo.records.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from ray.tune import Callback, CLIReporter
 
-from rllib_geppo.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
+from rllib_geppo.records.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
 
 #: Stop keys a budget can be read from, first match wins, with how the line names them.
 BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}

@@ -34,7 +34,7 @@ from ray.tune.result import TRAINING_ITERATION
 from ray.tune.utils import flatten_dict
 from ray.tune.utils.util import SafeFallbackEncoder
 
-from rllib_geppo.checkpoint_manifest import write_atomically
+from rllib_geppo.records.checkpoint_manifest import write_atomically
 
 
 def results_dir(trial: Any) -> Path:

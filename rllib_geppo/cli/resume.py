@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rllib_geppo.checkpoint_manifest import write_json_atomically
+from rllib_geppo.records.checkpoint_manifest import write_json_atomically
 from rllib_geppo.cli.experiment_file import UserError, named_by, parse_assignment
 
 log = logging.getLogger(__name__)

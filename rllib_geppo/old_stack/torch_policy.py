@@ -34,7 +34,7 @@ from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.gradients import clip_gradients_
 from rllib_geppo.core.targets import update_targets
 from rllib_geppo.core.update_inputs import UpdateInputs
-from rllib_geppo.rl_module import GePPOTorchRLModule
+from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
 
 #: Marks the last step of each trajectory chunk, written at collection time (one chunk per
 #: ``postprocess_trajectory`` call).

@@ -41,7 +41,7 @@ from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy
 
 if TYPE_CHECKING:
-    from rllib_geppo.geppo import GePPO
+    from rllib_geppo.algorithm.geppo import GePPO
 
 
 def training_step_old_api_stack(algo: GePPO) -> ResultDict:

@@ -49,7 +49,7 @@ from rllib_geppo.core.networks import mlp_config
 from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report import stats
-from rllib_geppo.result_keys import (
+from rllib_geppo.records.result_keys import (
     EVALUATION_PREFIX,
     EVALUATION_RETURN_KEY,
     OLD_STACK_PREFIX,

@@ -1,5 +1,0 @@
-"""Where ``GePPO`` lived up to 0.8: checkpoints name the class by this module's path, so they
-load only if it exists. New code imports from ``rllib_geppo`` (``rllib_geppo.geppo``)."""
-
-from rllib_geppo.geppo import *  # noqa: F401,F403
-from rllib_geppo.geppo import GePPO  # noqa: F401

@@ -1,0 +1,373 @@
+"""`GePPOTorchLearner`: GePPO's update on torch. **The loss is**
+:meth:`GePPOTorchLearner.minibatch_losses`; its formulas live in :mod:`rllib_geppo.core.objective`.
+
+Every tensor of an update is prepared once, on the learner's device, before the first gradient
+step; the epoch loop then only slices them. One Adam optimizer holds two parameter groups, the
+policy (adaptive lr, gradient clip) and the value function (fixed ``vf_lr``, never clipped):
+Adam is elementwise, so this is exactly two separate Adams, in one fused kernel.
+
+Each minibatch step (:meth:`GePPOTorchLearner.minibatch_step`) computes the losses and their
+gradients, clips the policy's and checks that everything is finite, then takes the Adam step,
+skipped on the device if not. With ``compile_learner`` all of it but the Adam step runs as one
+inductor-compiled function (:mod:`rllib_geppo.core.compiled_step`: gradients by ``torch.func``),
+compiled once per learner process; the Adam step stays eager, so the adaptive lr is a plain
+number that never recompiles anything. Several learners average their losses and gradients in
+one all-reduce before the clip, so theirs compiles up to the gradients.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from ray.rllib.core import COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+from ray.rllib.utils.typing import ModuleID
+
+from rllib_geppo.core import objective
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.adam import adam_step_if
+from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
+from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
+from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
+from rllib_geppo.core.targets import update_targets
+from rllib_geppo.core.update_inputs import UpdateInputs
+from rllib_geppo.learner.learner import OPTIMIZER, GePPOLearner
+from rllib_geppo.rl_module.checks import value_function_attributes
+
+logger = logging.getLogger(__name__)
+
+Tensor = torch.Tensor
+
+#: Columns the gradient steps slice, per real row.
+_MINIBATCH_COLUMNS = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS,
+                      C.SAMPLE_WEIGHTS)
+#: The columns that standardise the advantages over a whole global minibatch.
+_STANDARDIZED = (C.ADVANTAGES, C.CENTER, C.SAMPLE_WEIGHTS)
+
+
+class GePPOTorchLearner(GePPOLearner, TorchLearner):
+    """GePPO's update on torch (see :mod:`rllib_geppo.learner.learner` for the steps)."""
+
+    #: Inductor settings for the compiled gradient step (``torch._inductor.config`` names), for
+    #: a subclass to change: ``{"triton.cudagraphs": True}`` replays each step as a CUDA graph
+    #: (what ``torch.compile``'s ``mode="reduce-overhead"`` sets; ``benchmarks/minibatch_rows.py``).
+    step_inductor_options: dict[str, Any] = {}
+
+    @override(TorchLearner)
+    def build(self) -> None:
+        super().build()
+        if self.device.type == "cpu":
+            # Ray caps OMP threads in remote actors, not in the driver, where a local learner
+            # (num_learners=0) lives. For 64x64 MLPs, intra-op threads fighting the EnvRunners
+            # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
+            cpus = self.config.num_cpus_per_learner
+            torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
+        self._compile_after = resolve_compile(self.config.compile_learner)
+        self._gradient_steps: dict[ModuleID, CompiledStep] = {}
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
+        value_params = value_function_parameters(self.module[module_id].unwrapped())
+        value_ids = {id(p) for p in value_params}
+        module = self.module[module_id]
+        policy_params = [p for p in module.parameters() if id(p) not in value_ids]
+        optimizer = torch.optim.Adam(
+            [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
+            eps=config.adam_eps, **_fast_adam_kwargs(self.device))
+        # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
+        self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
+                                params=policy_params + value_params, lr_or_lr_schedule=None)
+
+    @override(TorchLearner)
+    def set_state(self, state: dict[str, Any]) -> None:
+        # RLlib's Learner skips module weights older than its own (but adopts their version and
+        # optimizer state): a restore into a live learner must take them all.
+        older = 0 < state.get(WEIGHTS_SEQ_NO, 0) <= self._weights_seq_no
+        super().set_state(state)
+        if older and COMPONENT_RL_MODULE in state:
+            self.module.set_state(state[COMPONENT_RL_MODULE])
+        # RLlib makes the restored Adam moments tensors over the state's numpy arrays, which
+        # Ray's object store shares between the learners of a node: they would all step on
+        # the same memory. Each learner takes its own copy.
+        for module_id in self.module.keys() if COMPONENT_OPTIMIZER in state else ():
+            optimizer = self.get_optimizer(module_id, OPTIMIZER)
+            for param, moments in optimizer.state.items():
+                optimizer.state[param] = {name: value.clone() if torch.is_tensor(value) else value
+                                          for name, value in moments.items()}
+
+    @override(GePPOLearner)
+    def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
+                      inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+        policy_group, _ = self.get_optimizer(module_id, OPTIMIZER).param_groups
+        policy_group["lr"] = inputs.policy_lr
+        if inputs.obs_stats_before_update:
+            self._install_obs_stats(module_id, inputs)
+        data = self.prepare_update(module_id, layout, inputs)
+        losses, steps = self.run_epochs(module_id, data, inputs)
+        stats = self.policy_change_stats(module_id, data, inputs)
+        self._install_obs_stats(module_id, inputs)
+        return {**losses, **stats, "policy_lr": inputs.policy_lr}, steps
+
+    def _install_obs_stats(self, module_id: ModuleID, inputs: UpdateInputs) -> None:
+        """The module's observation statistics, where it normalises observations (GePPO's own
+        module, flat observations)."""
+        module = self.module[module_id].unwrapped()
+        if inputs.obs_mean is not None and hasattr(module, "set_obs_stats"):
+            module.set_obs_stats(inputs.obs_mean, inputs.obs_std)
+
+    @torch.no_grad()
+    def prepare_update(self, module_id: ModuleID, layout: dict[str, np.ndarray],
+                       inputs: UpdateInputs) -> dict[str, Tensor]:
+        """Everything the gradient steps read, for the real rows, on this learner's device:
+        observations, actions, log mu, the clip centre pi_k/mu, V-trace advantages and value
+        targets under pi_k, sample weights, and pi_k's distribution inputs (for the KL)."""
+        batch = {name: torch.as_tensor(column, device=self.device) for name, column in layout.items()}
+        module = self.module[module_id].unwrapped()
+        dist_inputs, values = forward_train(module, batch[C.OBS])
+        pik_logp = module.get_train_action_dist_cls().from_logits(dist_inputs).logp(batch[C.ACTIONS])
+        targets = update_targets(
+            batch, values=values, pik_logp=pik_logp,
+            weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
+            gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
+        real = batch[C.LOSS_MASK]
+        behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
+        return {
+            **targets,
+            C.OBS: batch[C.OBS][real],
+            C.ACTIONS: batch[C.ACTIONS][real],
+            C.BEHAVIOUR_LOGP: behaviour_logp,
+            C.PIK_DIST_INPUTS: dist_inputs[real],
+            C.CENTER: objective.ratio(targets[C.PIK_LOGP], behaviour_logp),
+        }
+
+    def run_epochs(self, module_id: ModuleID, data: dict[str, Tensor],
+                   inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+        """``num_epochs`` passes of ``minibatches_per_epoch`` equal global minibatches over
+        ``data`` (:mod:`rllib_geppo.core.minibatches`: a shuffle per epoch shared by all
+        learners, advantages standardised per global minibatch, this learner's slice of each)."""
+        rank, num_learners = self.data_parallel_rank()
+        rows = len(data[C.ADVANTAGES])
+        if rows < num_learners:  # too few samples to give every learner one: no step anywhere
+            return ({"policy_loss": 0.0, "vf_loss": 0.0, "policy_grad_norm": 0.0,
+                     "num_skipped_steps": 0, "num_gradient_steps": 0}, 0)
+        steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch, num_learners)
+        mine = learner_slice(size, rank, num_learners)
+        weight_scale = slice_weight_scale(size, rank, num_learners)
+        sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
+        clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
+        skipped = torch.zeros((), device=self.device)
+        for order in epoch_orders(rows, self.config.num_epochs, seed=inputs.shuffle_seed,
+                                  shuffle=self.config.shuffle_batch_per_epoch, device=self.device):
+            minibatch_rows = order[:steps * size].view(steps, size)
+            # Standardised over each global minibatch (three small columns), then this learner's
+            # slice of every column: a learner gathers only its own rows of the big ones.
+            center, weights = data[C.CENTER][minibatch_rows], data[C.SAMPLE_WEIGHTS][minibatch_rows]
+            advantages = objective.standardize_advantages(data[C.ADVANTAGES][minibatch_rows], center, weights)
+            mine_rows = minibatch_rows[:, mine]
+            epoch = {name: data[name][mine_rows] for name in _MINIBATCH_COLUMNS if name not in _STANDARDIZED}
+            epoch.update({C.ADVANTAGES: advantages[:, mine], C.CENTER: center[:, mine],
+                          C.SAMPLE_WEIGHTS: weights[:, mine] * weight_scale if num_learners > 1 else weights})
+            for step in range(steps):
+                minibatch = {name: column[step] for name, column in epoch.items()}
+                losses, finite = self.minibatch_step(module_id, minibatch, clip_eps)
+                sums += torch.where(finite, losses, 0.0)
+                skipped += ~finite
+        total, skipped = self.config.num_epochs * steps, int(skipped)
+        policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
+        return ({"policy_loss": policy_loss, "vf_loss": vf_loss, "policy_grad_norm": grad_norm,
+                 "num_skipped_steps": skipped, "num_gradient_steps": total},
+                total * (mine.stop - mine.start))
+
+    def data_parallel_rank(self) -> tuple[int, int]:
+        """``(rank, number of learners)`` of this learner among those that average their
+        gradients; ``(0, 1)`` for a single learner."""
+        if not self.distributed:
+            return 0, 1
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+    def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor,
+                         forward: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None) -> tuple[Tensor, Tensor]:
+        """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
+        objective (negated, less ``entropy_coeff`` times the weighted entropy) and the weighted
+        value regression. ``forward`` maps observations to ``(distribution inputs, values)``;
+        by default the module's :func:`forward_train`."""
+        # The module itself, never RLlib's DDP wrapper: several learners average their
+        # gradients explicitly (_backward_gradients).
+        module = self.module[module_id].unwrapped()
+        dist_inputs, values = forward(minibatch[C.OBS]) if forward else forward_train(module, minibatch[C.OBS])
+        dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
+        entropy_coeff = self.config.entropy_coeff
+        return objective.geppo_losses(
+            logp=dist.logp(minibatch[C.ACTIONS]),
+            behaviour_logp=minibatch[C.BEHAVIOUR_LOGP],
+            center=minibatch[C.CENTER],
+            advantages=minibatch[C.ADVANTAGES],
+            values=values,
+            value_targets=minibatch[C.VALUE_TARGETS],
+            weights=minibatch[C.SAMPLE_WEIGHTS],
+            clip_eps=clip_eps,
+            entropy=dist.entropy() if entropy_coeff else None,
+            entropy_coeff=entropy_coeff,
+        )
+
+    def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],
+                       clip_eps: float | Tensor) -> tuple[Tensor, Tensor]:
+        """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
+        gradient clipped) and the value function.
+
+        Returns ``(policy_loss, value_loss, policy_grad_norm)`` and whether all of them and the
+        value gradient were finite; if not, the step was skipped, and weights and optimizer
+        state stayed as they were. The clipped gradients are left in ``.grad``.
+        """
+        clip_eps = torch.as_tensor(clip_eps, dtype=torch.float32, device=self.device)  # no recompiles
+        out = self.gradient_step(module_id)(minibatch, clip_eps)
+        if self.distributed:  # the learners' mean losses and gradients, then the clip and check
+            out = self._clip_and_check(*self._mean_over_learners(*out))
+        stats, finite, policy_grads, value_grads = out
+        optimizer = self.get_optimizer(module_id, OPTIMIZER)
+        policy_group, value_group = optimizer.param_groups
+        for p, grad in zip([*policy_group["params"], *value_group["params"]], [*policy_grads, *value_grads]):
+            p.grad = grad
+        adam_step_if(optimizer, finite)
+        return stats, finite
+
+    def gradient_step(self, module_id: ModuleID) -> CompiledStep:
+        """The losses, gradients, clip and finite check of a minibatch step for ``module_id``:
+        compiled as ``compile_learner`` says (once per module and learner process), else eager.
+        Called with ``(minibatch, clip_eps)``; returns :func:`~rllib_geppo.core.gradients.clip_and_check`'s
+        ``(stats, finite, policy_grads, value_grads)``. With several learners it stops before
+        the clip and returns ``(losses, policy_grads, value_grads)``: the learners average
+        those first (:meth:`minibatch_step`)."""
+        step = self._gradient_steps.get(module_id)
+        if step is None:
+            finish = not self.distributed
+            step = self._gradient_steps[module_id] = CompiledStep(
+                functools.partial(self._functional_gradients, module_id, self._functional_parts(module_id),
+                                  finish=finish),
+                functools.partial(self._backward_gradients, module_id, finish=finish),
+                compile_after=self._compile_after, name="gradient step",
+                inductor_options=self.step_inductor_options)
+        return step
+
+    def _functional_parts(self, module_id: ModuleID) -> tuple:
+        """What the functional step differentiates through: the module's forward pass as a
+        module (:class:`TrainForward`), its parameters by their names there, and those of the
+        policy's and the value function's optimizer groups. Built before any trace: a module
+        created while torch.compile traces breaks the graph, and the step would run mostly eagerly."""
+        train_forward = TrainForward(self.module[module_id].unwrapped())
+        params = dict(train_forward.named_parameters())
+        names = {id(p): name for name, p in params.items()}
+        return train_forward, params, *([names[id(p)] for p in group["params"]]
+                                        for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
+
+    def _functional_gradients(self, module_id: ModuleID, parts: tuple, minibatch: dict[str, Tensor],
+                              clip_eps: Tensor, *, finish: bool) -> tuple:
+        # The compiled step: gradients by torch.func, then (finish) the clip and check, in one graph.
+        train_forward, params, policy_names, value_names = parts
+        losses, grads = losses_and_gradients(
+            lambda p, mb, eps: self.minibatch_losses(
+                module_id, mb, eps, forward=functools.partial(torch.func.functional_call, train_forward, p)),
+            params, minibatch, clip_eps)
+        out = (losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
+        return self._clip_and_check(*out) if finish else out
+
+    def _backward_gradients(self, module_id: ModuleID, minibatch: dict[str, Tensor],
+                            clip_eps: Tensor, *, finish: bool) -> tuple:
+        # The eager step: loss.backward(), then (finish) the clip and check.
+        policy_group, value_group = self.get_optimizer(module_id, OPTIMIZER).param_groups
+        for p in [*policy_group["params"], *value_group["params"]]:
+            p.grad = None
+        losses = self.minibatch_losses(module_id, minibatch, clip_eps)
+        sum(losses).backward()
+        out = (losses, _grads(policy_group["params"]), _grads(value_group["params"]))
+        return self._clip_and_check(*out) if finish else out
+
+    @staticmethod
+    def _mean_over_learners(losses, policy_grads, value_grads) -> tuple[list, list, list]:
+        """The learners' mean losses and gradients, in one all-reduce."""
+        averaged = mean_over_learners([*losses, *policy_grads, *value_grads])
+        n, p = len(losses), len(policy_grads)
+        return averaged[:n], averaged[n:n + p], averaged[n + p:]
+
+    def _clip_and_check(self, losses, policy_grads, value_grads):
+        return clip_and_check(losses, policy_grads, value_grads, grad_clip=self.config.grad_clip,
+                              clip_by=self.config.grad_clip_by, scope=self.config.grad_clip_scope)
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Tensor:
+        # RLlib's generic update loop calls this; GePPOLearner.update replaces that loop.
+        raise NotImplementedError("GePPO's loss is GePPOTorchLearner.minibatch_losses, used by "
+                                  "GePPOLearner.update.")
+
+    @torch.no_grad()
+    def policy_change_stats(self, module_id: ModuleID, data: dict[str, Tensor],
+                            inputs: UpdateInputs) -> dict[str, float]:
+        """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
+        module = self.module[module_id].unwrapped()
+        dist_cls = module.get_train_action_dist_cls()
+        # The policy alone: the distribution it samples from, without the value function's pass.
+        new_inputs = module.forward_exploration({Columns.OBS: data[C.OBS]})[Columns.ACTION_DIST_INPUTS]
+        new_dist = dist_cls.from_logits(new_inputs)
+        stats = objective.policy_change_stats(
+            logp=new_dist.logp(data[C.ACTIONS]),
+            behaviour_logp=data[C.BEHAVIOUR_LOGP],
+            center=data[C.CENTER],
+            weights=data[C.SAMPLE_WEIGHTS],
+            kl=dist_cls.from_logits(data[C.PIK_DIST_INPUTS]).kl(new_dist),
+            entropy=new_dist.entropy(),
+            clip_eps=inputs.clip_eps,
+        )
+        return {name: float(value) for name, value in stats.items()}
+
+
+def forward_train(module, obs: Tensor) -> tuple[Tensor, Tensor]:
+    """pi's distribution inputs and V(s) for ``obs`` from the module's ``forward_train``, with
+    the values from ``compute_values`` (fed the pass's embeddings, where it has them) for a
+    module whose ``forward_train`` gives none."""
+    batch = {Columns.OBS: obs}
+    out = module.forward_train(batch)
+    values = out.get(Columns.VF_PREDS)
+    if values is None:
+        values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
+    return out[Columns.ACTION_DIST_INPUTS], values
+
+
+class TrainForward(torch.nn.Module):
+    """:func:`forward_train` as a module's ``forward``, for ``torch.func.functional_call``
+    (which calls a module's ``forward`` with the parameters it is given)."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        return forward_train(self.module, obs)
+
+
+def value_function_parameters(module) -> list[torch.nn.Parameter]:
+    """The value function's own parameters, which get ``vf_lr``: those of the attributes the
+    module names as not needed for acting (RLlib's ``InferenceOnlyAPI``,
+    :func:`~rllib_geppo.rl_module.checks.value_function_attributes`)."""
+    params: dict[int, torch.nn.Parameter] = {}
+    for attribute in value_function_attributes(module):
+        part = functools.reduce(getattr, attribute.split("."), module)
+        params.update({id(p): p for p in part.parameters()})
+    return list(params.values())
+
+
+def _grads(params: list[torch.nn.Parameter]) -> list[Tensor]:
+    """The gradients of ``params``, zeros for a parameter the loss did not use (as
+    ``torch.func.grad`` gives)."""
+    return [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+
+
+def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:
+    """Adam's fused kernel where torch has one for the device (CPU, CUDA), else foreach."""
+    return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}

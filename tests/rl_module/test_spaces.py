@@ -1,0 +1,225 @@
+"""The spaces and models RLlib's PPO takes: images through a CNN, Dict observations through
+RLlib's flattening connector, MultiDiscrete and MultiBinary actions, a user's own RLModule; and
+the ones GePPO refuses (recurrent models, modules without values), before any worker starts."""
+
+import math
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.connectors.env_to_module import MeanStdFilter
+from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.models.torch.encoder import TorchCNNEncoder
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.core.rl_module.torch import TorchRLModule
+
+from helpers import METRICS
+from rllib_geppo import GePPO, GePPOConfig, StackFrames
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.examples.cartpole_dict import MAX_EPISODE_STEPS, CartPoleDict
+from rllib_geppo.learner.learner import OPTIMIZER
+from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners make this module's envs
+
+
+pytestmark = pytest.mark.usefixtures("local_ray")
+
+
+def small(env, **env_config) -> GePPOConfig:
+    return (GePPOConfig().environment(env, env_config=env_config)
+            .env_runners(num_env_runners=1).debugging(seed=0)
+            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4))
+
+
+def train(config: GePPOConfig, iterations: int = 2) -> tuple[GePPO, dict]:
+    algo = config.build_algo()
+    for _ in range(iterations):
+        result = algo.train()
+    learner = result["learners"][DEFAULT_MODULE_ID]
+    assert all(math.isfinite(learner[key]) for key in METRICS), learner
+    return algo, learner
+
+
+def module(algo: GePPO):
+    return algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
+
+
+class MultiDiscreteCartPole(gym.ActionWrapper):
+    """CartPole pushed by the first of two categorical choices (the second does nothing)."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.action_space = gym.spaces.MultiDiscrete([2, 3])
+
+    def action(self, action):
+        return int(action[0])
+
+
+class MultiBinaryCartPole(gym.ActionWrapper):
+    """CartPole pushed right when the first of three bits is set."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.action_space = gym.spaces.MultiBinary(3)
+
+    def action(self, action):
+        return int(action[0])
+
+
+def test_stacked_images_go_through_a_cnn_are_stored_stacked_and_not_normalised():
+    """MinAtar's Breakout (10 x 10 x 4 images of 0s and 1s), 2 frames stacked in the env."""
+    pytest.importorskip("minatar")
+    from ray import tune
+
+    tune.register_env("StackedBreakout", lambda config: StackFrames(gym.make("MinAtar/Breakout-v1"), 2))
+    algo, _ = train(small("StackedBreakout"))
+    try:
+        encoder = module(algo).pi_encoder
+        assert isinstance(encoder, TorchCNNEncoder) and isinstance(module(algo).vf_encoder, TorchCNNEncoder)
+        assert module(algo).observation_space.shape == (10, 10, 8)  # 2 frames of 4 channels
+        state = algo.module_state()
+        assert state.obs_stats is None
+        stored = state.store.batches[-1].layout[C.OBS]
+        assert stored.dtype == np.float32 and stored.shape[1:] == (10, 10, 8)
+        assert set(np.unique(stored)) <= {0.0, 1.0}
+        # The value network's CNN learns with the value lr, the policy's with the policy lr.
+        policy, value = algo.learner_group._learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).param_groups
+        vf_params = {id(p) for p in module(algo).vf_encoder.parameters()}
+        assert vf_params <= {id(p) for p in value["params"]}
+        assert not vf_params & {id(p) for p in policy["params"]}
+    finally:
+        algo.stop()
+
+
+def test_cartpole_dict_truncates_episodes_at_cartpole_v1s_limit():
+    env = CartPoleDict()
+    env.reset(seed=0)
+    for step in range(1, MAX_EPISODE_STEPS + 1):
+        env.state = np.zeros(4)  # the pole held upright: only the limit ends the episode
+        _, _, terminated, truncated, _ = env.step(0)
+        assert not terminated and truncated == (step == MAX_EPISODE_STEPS)
+    env.reset(seed=1)
+    assert not env.step(0)[3]  # reset starts the count again
+
+
+def test_dict_observations_are_flattened_stored_flat_and_normalised():
+    # By class path, which RLlib's new-stack EnvRunners do not make themselves.
+    algo, _ = train(small("rllib_geppo.examples.cartpole_dict.CartPoleDict"))
+    try:
+        assert isinstance(CartPoleDict().observation_space, gym.spaces.Dict)
+        assert module(algo).observation_space.shape == (7,)
+        state = algo.module_state()
+        assert state.store.batches[-1].layout[C.OBS].shape[1:] == (7,)
+        assert state.obs_stats.count == state.store.num_steps
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("env", [MultiDiscreteCartPole, MultiBinaryCartPole])
+def test_multi_discrete_and_multi_binary_actions_train(env):
+    algo, _ = train(small(env))
+    try:
+        actions = algo.module_state().store.batches[-1].layout[C.ACTIONS]
+        assert actions.shape[1:] == env().action_space.shape
+        assert set(np.unique(actions[:, 0])) == {0, 1}
+    finally:
+        algo.stop()
+
+
+def test_a_users_own_rl_module_trains():
+    """RLlib's PPO module, built by its catalog: values from compute_values, the critic's
+    parameters (its non-inference attributes) with the value lr."""
+    config = small("CartPole-v1").rl_module(
+        rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog))
+    algo, _ = train(config)
+    try:
+        assert isinstance(module(algo), DefaultPPOTorchRLModule)
+        _, value = algo.learner_group._learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).param_groups
+        assert {id(p) for p in module(algo).vf.parameters()} <= {id(p) for p in value["params"]}
+    finally:
+        algo.stop()
+
+
+class NoValuesModule(TorchRLModule):
+    def setup(self):
+        self.net = GePPOTorchRLModule(observation_space=self.observation_space,
+                                      action_space=self.action_space, model_config={})
+
+    def _forward(self, batch, **kwargs):
+        return self.net._forward(batch)
+
+
+class RecurrentModule(GePPOTorchRLModule):
+    def is_stateful(self) -> bool:
+        return True
+
+
+class GrayImages(gym.Env):
+    """Random 10 x 10 single-channel images, the kind RLlib's frame-stacking connector takes."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (10, 10, 1), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        pass
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+class UnnamedValueModule(GePPOTorchRLModule):
+    """Its value network is not named as such: it would train with the policy's lr and clip."""
+
+    def get_non_inference_attributes(self) -> list[str]:
+        return []
+
+
+@pytest.mark.parametrize("config,message", [
+    (small("CartPole-v1").rl_module(model_config={"use_lstm": True}), "feed-forward models only"),
+    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=RecurrentModule)),
+     "is recurrent"),
+    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=NoValuesModule)),
+     "does not implement RLlib's ValueFunctionAPI"),
+    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=UnnamedValueModule)),
+     "does not name its value function's parts"),
+    (small(GrayImages).env_runners(env_to_module_connector=lambda env, spaces, device: FrameStackingEnvToModule(
+        num_frames=4)), "Fix: stack them in the environment, with rllib_geppo.StackFrames"),
+    (small("Pendulum-v1").env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter()),
+     "would normalise observations a second time"),
+])
+def test_refused_models_fail_before_any_env_runner_starts(config, message):
+    with pytest.raises(ValueError, match=message) as failure:
+        config.build_algo()
+    assert not [entry for entry in failure.traceback if "env_runner" in str(entry.path)]
+
+
+def test_stack_frames_concatenates_the_last_observations_on_their_last_axis():
+    env = StackFrames(gym.make("CartPole-v1"), 3)
+    assert env.observation_space.shape == (12,)
+    first, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(first, np.tile(first[:4], 3))  # after a reset: the first, 3 times
+    second = env.step(0)[0]
+    np.testing.assert_array_equal(second[:8], first[:8])  # oldest first: s0, s0, s1
+    assert not np.array_equal(second[8:], first[8:])
+    with pytest.raises(ValueError, match="flat Box or image"):
+        StackFrames(CartPoleDict(), 2)
+
+
+def test_zero_width_action_dimension_and_normalize_actions_are_refused():
+    from rllib_geppo.rl_module.torch_rl_module import check_spaces
+
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,))
+    with pytest.raises(ValueError, match=r"action dimension 1 of .* has low = 0.5 and high = 0.5"):
+        check_spaces(obs_space, gym.spaces.Box(np.float32([-1, 0.5]), np.float32([1, 0.5])))
+    check_spaces(obs_space, gym.spaces.Box(np.float32([-1, -np.inf]), np.float32([1, np.inf])))
+    with pytest.raises(ValueError, match="`normalize_actions` must be False: GePPO's RLModule"):
+        GePPOConfig().environment("Pendulum-v1").environment(normalize_actions=True).validate()
