@@ -12,6 +12,8 @@ from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
 from rllib_geppo.report import main as report
 from rllib_geppo.cli.main import main
 
+pytestmark = pytest.mark.usefixtures("no_ray")  # main() starts and stops its own Ray
+
 pytest.importorskip("stable_baselines3")
 
 RUN = """

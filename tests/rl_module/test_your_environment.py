@@ -57,7 +57,6 @@ def test_the_yaml_example_passes_a_dry_run(tmp_path, page_namespace, monkeypatch
 TARGET_ENV = '''
 import gymnasium as gym
 import numpy as np
-from helpers import DOCS
 
 
 class TargetEnv(gym.Env):
