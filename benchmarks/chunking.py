@@ -53,7 +53,7 @@ def chunks(segment: Segment, length: int) -> list[Segment]:
 
 
 def advantages(algo: GePPO, layout: dict[str, np.ndarray]) -> torch.Tensor:
-    inputs = algo.update_inputs()
+    inputs = algo.stores.update_inputs(DEFAULT_MODULE_ID)
     results = algo.learner_group.foreach_learner(
         lambda learner: learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)[C.ADVANTAGES])
     return next(iter(results)).get()

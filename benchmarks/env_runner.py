@@ -4,7 +4,7 @@
 
 Two EnvRunners of the same GePPO config, one env each, in this process (no Ray actors, no
 learning): GePPO's (``GePPOEnvRunner``: RLlib's default pieces fused into one step, see
-``rllib_geppo/env_runner_pipelines.py``, env step metrics tallied per call, and the module's
+``rllib_geppo/sampling/pipelines.py``, env step metrics tallied per call, and the module's
 plain ``forward_exploration``); and RLlib's ``SingleAgentEnvRunner`` with the pipelines RLlib's
 own config builds and TorchRLModule's ``forward_exploration`` (the eval()/train() walk around
 every call). Rounds alternate between the two; prints env steps/s

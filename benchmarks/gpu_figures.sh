@@ -23,4 +23,4 @@ timeout 150 python3 benchmarks/scaling.py --runners 1 8 15 --steps-per-runner 10
 timeout 80 python3 benchmarks/scaling.py --runners 15 --steps-per-runner 256 --envs-per-runner 2 \
   --seconds 4 --learner-iterations 0 2>&1 | grep -v -e "WARNING" -e "core_worker" | tee "$out/scaling_15x256.log"
 timeout 110 python3 benchmarks/minibatch_rows.py --rows 128 1024 4096 --steps 50 2>&1 | grep -v -e "WARNING" | tee "$out/minibatch_rows.log"
-timeout 130 python3 -m pytest -m gpu tests/test_gpu.py -v -p no:cacheprovider 2>&1 | tee "$out/gpu_tests.log"
+timeout 130 python3 -m pytest -m gpu tests/learner/test_gpu.py -v -p no:cacheprovider 2>&1 | tee "$out/gpu_tests.log"

@@ -50,13 +50,13 @@ def filled(env: str, n: int, setting: dict, *, seed: int = 0):
             .training(train_batch_size_per_learner=n, overlap_sampling=False, compile_learner=True,
                       **setting)
             .debugging(seed=seed).build_algo())
-    for _ in range(len(algo.nu) + 1):
+    for _ in range(len(algo.stores.nu) + 1):
         algo.train()
     return algo
 
 
 def seconds_per_update(algo) -> float:
-    inputs = {DEFAULT_MODULE_ID: algo.update_inputs()}
+    inputs = {DEFAULT_MODULE_ID: algo.stores.update_inputs(DEFAULT_MODULE_ID)}
     start = time.perf_counter()
     algo.update_learner_group(inputs)
     return time.perf_counter() - start
@@ -84,7 +84,7 @@ def main() -> None:
     print(f"  {'setting':22s}{'steps/update':>14}{'ms/update':>11}{'s per 1k env steps':>20}{'vs paper':>10}")
     for name, algo in algos.items():
         median = statistics.median(times[name])
-        steps = algo.config.num_epochs * algo.update_inputs().minibatches_per_epoch
+        steps = algo.config.num_epochs * algo.stores.update_inputs(DEFAULT_MODULE_ID).minibatches_per_epoch
         print(f"  {name:22s}{steps:>14}{median * 1e3:>11.1f}{median / args.n * 1e3:>20.4f}{paper / median:>9.1f}x")
     for algo in algos.values():
         algo.stop()

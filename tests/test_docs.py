@@ -123,6 +123,17 @@ def test_no_words_about_how_the_project_was_made(path):
         assert not found, f"{path.relative_to(ROOT)}:{number}: {found.group(0)!r} in {line.strip()!r}"
 
 
+#: A path in the repository that a page names: the package's modules, the tests, the benchmarks.
+REPO_PATH = re.compile(r"\b((?:rllib_geppo|tests|benchmarks)/[\w/]+\.(?:py|sh))\b")
+
+
+@pytest.mark.parametrize("page", [p for p in user_pages() if p.name != "CHANGELOG.md"],  # history
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_a_page_names_exists(page):
+    for path in REPO_PATH.findall(page.read_text(encoding="utf-8")):
+        assert (ROOT / path).exists(), f"{page.relative_to(ROOT)} names {path}, which does not exist"
+
+
 #: Figures that more than one page quotes: (what, a pattern whose first group is the value, the
 #: page that holds the measurement). Every value any page quotes must appear on its home page.
 QUOTED_FIGURES = [

@@ -1,11 +1,13 @@
 """The package layout keeps its promises: the core is free of Ray, the old stack loads only when
 selected."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import rllib_geppo
+from helpers import REPO
 
 PACKAGE = Path(rllib_geppo.__file__).parent
 
@@ -69,31 +71,33 @@ def test_stored_columns_read_like_an_rllib_train_batch():
     assert C.VERSION == WEIGHTS_SEQ_NO
 
 
-#: The package's rooms by layer, lowest first: a module imports from its own layer and those
-#: below, never from one above.
-LAYERS = {
-    "rllib_geppo.core": 0,
-    "rllib_geppo.records": 0,
-    "rllib_geppo.presets": 0,
-    "rllib_geppo.rl_module": 1,
-    "rllib_geppo.sampling": 1,
-    "rllib_geppo.baselines": 1,
-    "rllib_geppo.examples": 1,
-    "rllib_geppo.learner": 2,
-    "rllib_geppo.algorithm": 3,
-    "rllib_geppo.old_stack": 3,
-    "rllib_geppo.deployment": 3,
-    "rllib_geppo.cli": 4,
-    "rllib_geppo.report": 4,
-    "rllib_geppo.__main__": 5,
-    "rllib_geppo": 5,  # the package itself: its public names, Tune registration
-}
+def rooms() -> dict[str, int]:
+    """CONTRIBUTING.md's table of rooms: module or package name -> its layer."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    table = text.split("<!-- rooms -->")[1].split("<!-- end rooms -->")[0]
+    found = {}
+    for row in re.findall(r"^\| `([^`]+)` \| (\d+) \|", table, flags=re.M):
+        path, level = row
+        name = "rllib_geppo" if path == "__init__.py" else "rllib_geppo." + path.removesuffix("/").removesuffix(".py")
+        found[name] = int(level)
+    return found
+
+
+LAYERS = rooms()
 
 
 def layer(module: str) -> int:
     room = module if module in LAYERS else ".".join(module.split(".")[:2])
-    assert room in LAYERS, f"{module} is in no room of LAYERS"
+    assert room in LAYERS, f"{module} is in no room of CONTRIBUTING.md's table"
     return LAYERS[room]
+
+
+def test_the_rooms_table_names_exactly_the_package_s_folders_and_root_modules():
+    on_disk = {"rllib_geppo" if path.name == "__init__.py" else f"rllib_geppo.{path.stem}"
+               for path in PACKAGE.glob("*.py")}
+    on_disk |= {f"rllib_geppo.{path.name}" for path in PACKAGE.iterdir()
+                if path.is_dir() and (path / "__init__.py").exists()}
+    assert set(LAYERS) == on_disk
 
 
 def module_imports() -> dict[str, set[str]]:

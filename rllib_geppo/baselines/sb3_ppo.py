@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from rllib_geppo.core.rules import Rule, between, count, is_integer, positive
 from rllib_geppo.records.result_keys import STEPS_KEY
 
 #: The name ``run:`` takes in a YAML file (registered with Tune by ``import rllib_geppo``).
@@ -67,36 +68,8 @@ class SB3PPOSettings:
     normalize_rewards: bool = True
 
     def __post_init__(self) -> None:
-        def require(ok: bool, key: str, allowed: str) -> None:
-            if not ok:
-                raise ValueError(f"`{key}` must be {allowed}; got {getattr(self, key)!r}.")
-
-        def count(x: Any, low: int) -> bool:
-            return isinstance(x, int) and not isinstance(x, bool) and x >= low
-
-        def number(x: Any) -> bool:
-            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-        require(isinstance(self.env, str) and bool(self.env), "env", "a gymnasium environment id")
-        require(count(self.seed, 0), "seed", "an integer >= 0")
-        require(number(self.lr) and self.lr > 0, "lr", "a finite positive number")
-        require(number(self.gamma) and 0 < self.gamma <= 1, "gamma", "in (0, 1]")
-        require(number(self.lambda_) and 0 <= self.lambda_ <= 1, "lambda_", "in [0, 1]")
-        require(number(self.clip_param) and self.clip_param > 0, "clip_param", "> 0")
-        require(count(self.num_epochs, 1), "num_epochs", "an integer >= 1")
-        require(count(self.num_envs_per_env_runner, 1), "num_envs_per_env_runner", "an integer >= 1")
-        require(count(self.train_batch_size, self.num_envs_per_env_runner)
-                and self.train_batch_size % self.num_envs_per_env_runner == 0, "train_batch_size",
-                f"a multiple of num_envs_per_env_runner ({self.num_envs_per_env_runner})")
-        require(count(self.minibatch_size, 2) and self.minibatch_size <= self.train_batch_size,
-                "minibatch_size", f"an integer in [2, train_batch_size ({self.train_batch_size})]")
-        require(self.grad_clip is None or (number(self.grad_clip) and self.grad_clip > 0),
-                "grad_clip", "None or > 0")
-        unknown = set(self.model_config) - {"fcnet_hiddens", "fcnet_activation"}
-        require(isinstance(self.model_config, Mapping) and not unknown, "model_config",
-                "a mapping with fcnet_hiddens and fcnet_activation")
-        require(self.model_config.get("fcnet_activation", "tanh") in _ACTIVATIONS,
-                "model_config", f"a mapping whose fcnet_activation is one of {sorted(_ACTIVATIONS)}")
+        for name, rule in _rules(self).items():
+            rule.check(name, getattr(self, name))
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -114,6 +87,31 @@ class SB3PPOSettings:
 
 
 _ACTIVATIONS = {"tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "silu": "SiLU"}
+
+
+def _rules(settings: SB3PPOSettings) -> dict[str, Rule]:
+    """Each setting's rule (some bounds depend on other settings)."""
+    envs, batch = settings.num_envs_per_env_runner, settings.train_batch_size
+    return {
+        "env": Rule(lambda value: isinstance(value, str) and bool(value), "a gymnasium environment id"),
+        "seed": count(0),
+        "lr": positive(),
+        "gamma": between(0, 1, low_open=True),
+        "lambda_": between(0, 1),
+        "clip_param": positive(),
+        "num_epochs": count(1),
+        "num_envs_per_env_runner": count(1),
+        "train_batch_size": Rule(lambda value: is_integer(envs) and is_integer(value) and value >= envs
+                                 and value % envs == 0, f"a multiple of num_envs_per_env_runner ({envs})"),
+        "minibatch_size": Rule(lambda value: is_integer(value) and 2 <= value <= batch,
+                               f"an integer in [2, train_batch_size ({batch})]"),
+        "grad_clip": positive().or_none("no clip"),
+        "model_config": Rule(lambda value: isinstance(value, Mapping)
+                             and set(value) <= {"fcnet_hiddens", "fcnet_activation"}
+                             and value.get("fcnet_activation", "tanh") in _ACTIVATIONS,
+                             "a mapping with fcnet_hiddens and fcnet_activation, the activation "
+                             f"one of {sorted(_ACTIVATIONS)}"),
+    }
 
 
 def import_sb3() -> Any:

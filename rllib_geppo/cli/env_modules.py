@@ -63,7 +63,7 @@ def prepare_env_modules(yaml_file: str | Path, imports: Sequence[str], envs: Map
     Raises UserError for a module found nowhere (with ``cluster``, an env's module only warns:
     the cluster's nodes may have it installed) or one whose import fails.
     """
-    from rllib_geppo.algorithm.geppo import is_class_path
+    from rllib_geppo.sampling.env_checks import is_class_path
 
     folder = Path(yaml_file).resolve().parent
     before = set(sys.modules)

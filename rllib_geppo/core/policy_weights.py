@@ -15,6 +15,8 @@ from typing import Sequence
 import numpy as np
 from scipy.optimize import minimize
 
+from rllib_geppo.core.rules import between, count, one_of
+
 #: Weights at or below this are dropped (and the rest renormalised), as in the authors' code.
 MIN_WEIGHT = 0.01
 
@@ -52,14 +54,11 @@ def policy_weights(
     Returns:
         1-D float64 array of length M summing to 1, with every entry > 0.01.
     """
-    _check_int("batch_multiple", batch_multiple, low=1)
-    _check_int("max_policies", max_policies, low=batch_multiple)
-    if not 0.0 <= float(tradeoff) <= 1.0:
-        raise ValueError(f"tradeoff must lie in [0, 1], got {tradeoff!r}.")
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
-    if tradeoff_rule not in TRADEOFF_RULES:
-        raise ValueError(f"tradeoff_rule must be one of {TRADEOFF_RULES}, got {tradeoff_rule!r}.")
+    count(1).check("batch_multiple", batch_multiple)
+    count(batch_multiple).check("max_policies", max_policies)
+    between(0, 1).check("tradeoff", tradeoff)
+    one_of(KINDS).check("kind", kind)
+    one_of(TRADEOFF_RULES).check("tradeoff_rule", tradeoff_rule)
     if batch_multiple == 1:
         return np.ones(1)
     if kind == "uniform":
@@ -81,7 +80,7 @@ def with_lag(weights: Sequence[float], lag: int) -> np.ndarray:
     size is unchanged), while ``E[i + 1]`` grows by ``lag`` (Lemma 4 on these weights would
     shrink the clip range: ``lag_clip_rule="bound"``).
     """
-    _check_int("lag", lag, low=0)
+    count(0).check("lag", lag)
     return np.concatenate([np.zeros(lag), check_weights(weights)])
 
 
@@ -162,8 +161,3 @@ def _prune(nu: np.ndarray) -> np.ndarray:
     kept = nu > MIN_WEIGHT
     nu = np.where(kept, nu, 0.0)[: np.flatnonzero(kept)[-1] + 1]
     return nu / nu.sum()
-
-
-def _check_int(name: str, value: int, *, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")

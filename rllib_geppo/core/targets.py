@@ -1,8 +1,9 @@
-"""An update's training targets from a laid-out batch: both API stacks call :func:`update_targets`.
+"""An update's training data from a laid-out batch: both API stacks call :func:`update_batch`.
 
 Each stack evaluates pi_k and the critic on every row of the layout (see
 :mod:`rllib_geppo.core.segments`) in its own way, an RLModule on the new stack and a ModelV2 on
-the old one; from there the arithmetic is this module's, so the two stacks cannot drift apart.
+the old one; from there the arithmetic and the columns are this module's, so the two stacks
+cannot drift apart.
 
 Pure torch; no Ray.
 """
@@ -14,6 +15,7 @@ from typing import Mapping
 import torch
 
 from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.objective import ratio
 from rllib_geppo.core.vtrace import vtrace_gae_segments
 
 Tensor = torch.Tensor
@@ -65,6 +67,43 @@ def update_targets(
         C.VALUE_TARGETS: value_targets,
         C.SAMPLE_WEIGHTS: sample_weights(batch[C.VERSION][real], weights_by_version),
         C.PIK_LOGP: pik_logp[real],
+    }
+
+
+def update_batch(
+    batch: Mapping[str, Tensor],
+    *,
+    dist_inputs: Tensor,
+    values: Tensor,
+    pik_logp: Tensor,
+    weights_by_version: Mapping[int, float],
+    reward_scale: float,
+    gamma: float,
+    lambda_: float,
+    vtrace_clip: float,
+) -> dict[str, Tensor]:
+    """Everything an update's gradient steps and diagnostics read, for the real rows of a
+    layout: observations, actions, log mu, pi_k's distribution inputs (for the KL) and
+    log-probs, the clip centre pi_k/mu, and :func:`update_targets`' advantages, value targets
+    and sample weights.
+
+    Args:
+        batch: a layout as tensors (the stored columns of :class:`GePPOColumns`).
+        dist_inputs, values, pik_logp: pi_k's distribution inputs, V(s) and log pi_k(a|s) on
+            every row, phantom rows included.
+        weights_by_version, reward_scale, gamma, lambda_, vtrace_clip: as :func:`update_targets`.
+    """
+    targets = update_targets(batch, values=values, pik_logp=pik_logp, weights_by_version=weights_by_version,
+                             reward_scale=reward_scale, gamma=gamma, lambda_=lambda_, vtrace_clip=vtrace_clip)
+    real = batch[C.LOSS_MASK]
+    behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
+    return {
+        **targets,
+        C.OBS: batch[C.OBS][real],
+        C.ACTIONS: batch[C.ACTIONS][real],
+        C.BEHAVIOUR_LOGP: behaviour_logp,
+        C.PIK_DIST_INPUTS: dist_inputs[real],
+        C.CENTER: ratio(targets[C.PIK_LOGP], behaviour_logp),
     }
 
 

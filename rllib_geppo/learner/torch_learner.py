@@ -36,10 +36,10 @@ from rllib_geppo.core.adam import adam_step_if
 from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
 from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
 from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
-from rllib_geppo.core.targets import update_targets
+from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER, GePPOLearner
-from rllib_geppo.rl_module.checks import value_function_attributes
+from rllib_geppo.rl_module.apis import TrainForward, forward_train, value_function_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -125,27 +125,16 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     @torch.no_grad()
     def prepare_update(self, module_id: ModuleID, layout: dict[str, np.ndarray],
                        inputs: UpdateInputs) -> dict[str, Tensor]:
-        """Everything the gradient steps read, for the real rows, on this learner's device:
-        observations, actions, log mu, the clip centre pi_k/mu, V-trace advantages and value
-        targets under pi_k, sample weights, and pi_k's distribution inputs (for the KL)."""
+        """Everything the gradient steps read, for the real rows, on this learner's device
+        (:func:`~rllib_geppo.core.targets.update_batch`)."""
         batch = {name: torch.as_tensor(column, device=self.device) for name, column in layout.items()}
         module = self.module[module_id].unwrapped()
         dist_inputs, values = forward_train(module, batch[C.OBS])
         pik_logp = module.get_train_action_dist_cls().from_logits(dist_inputs).logp(batch[C.ACTIONS])
-        targets = update_targets(
-            batch, values=values, pik_logp=pik_logp,
+        return update_batch(
+            batch, dist_inputs=dist_inputs, values=values, pik_logp=pik_logp,
             weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
             gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
-        real = batch[C.LOSS_MASK]
-        behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
-        return {
-            **targets,
-            C.OBS: batch[C.OBS][real],
-            C.ACTIONS: batch[C.ACTIONS][real],
-            C.BEHAVIOUR_LOGP: behaviour_logp,
-            C.PIK_DIST_INPUTS: dist_inputs[real],
-            C.CENTER: objective.ratio(targets[C.PIK_LOGP], behaviour_logp),
-        }
 
     def run_epochs(self, module_id: ModuleID, data: dict[str, Tensor],
                    inputs: UpdateInputs) -> tuple[dict[str, float], int]:
@@ -325,41 +314,6 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             clip_eps=inputs.clip_eps,
         )
         return {name: float(value) for name, value in stats.items()}
-
-
-def forward_train(module, obs: Tensor) -> tuple[Tensor, Tensor]:
-    """pi's distribution inputs and V(s) for ``obs`` from the module's ``forward_train``, with
-    the values from ``compute_values`` (fed the pass's embeddings, where it has them) for a
-    module whose ``forward_train`` gives none."""
-    batch = {Columns.OBS: obs}
-    out = module.forward_train(batch)
-    values = out.get(Columns.VF_PREDS)
-    if values is None:
-        values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
-    return out[Columns.ACTION_DIST_INPUTS], values
-
-
-class TrainForward(torch.nn.Module):
-    """:func:`forward_train` as a module's ``forward``, for ``torch.func.functional_call``
-    (which calls a module's ``forward`` with the parameters it is given)."""
-
-    def __init__(self, module: torch.nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        return forward_train(self.module, obs)
-
-
-def value_function_parameters(module) -> list[torch.nn.Parameter]:
-    """The value function's own parameters, which get ``vf_lr``: those of the attributes the
-    module names as not needed for acting (RLlib's ``InferenceOnlyAPI``,
-    :func:`~rllib_geppo.rl_module.checks.value_function_attributes`)."""
-    params: dict[int, torch.nn.Parameter] = {}
-    for attribute in value_function_attributes(module):
-        part = functools.reduce(getattr, attribute.split("."), module)
-        params.update({id(p): p for p in part.parameters()})
-    return list(params.values())
 
 
 def _grads(params: list[torch.nn.Parameter]) -> list[Tensor]:

@@ -32,7 +32,7 @@ from torch import nn
 from rllib_geppo.core import objective
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.gradients import clip_gradients_
-from rllib_geppo.core.targets import update_targets
+from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
 
@@ -222,22 +222,10 @@ class GePPOTorchPolicy(TorchPolicyV2):
         batch = {name: convert_to_torch_tensor(layout[name], device=self.device) for name in C.STORED}
         dist_inputs, values = self._evaluate(batch[C.OBS])
         pik_logp = self.dist_class(dist_inputs, self.model).logp(batch[C.ACTIONS])
-        targets = update_targets(
-            batch, values=values, pik_logp=pik_logp,
+        return SampleBatch(update_batch(
+            batch, dist_inputs=dist_inputs, values=values, pik_logp=pik_logp,
             weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
-            gamma=self.config["gamma"], lambda_=self.config["lambda"], vtrace_clip=self.config["vtrace_clip"])
-        real = batch[C.LOSS_MASK]
-        behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
-        return SampleBatch({
-            C.OBS: batch[C.OBS][real],
-            C.ACTIONS: batch[C.ACTIONS][real],
-            C.BEHAVIOUR_LOGP: behaviour_logp,
-            C.CENTER: objective.ratio(targets[C.PIK_LOGP], behaviour_logp),
-            C.PIK_DIST_INPUTS: dist_inputs[real],
-            C.ADVANTAGES: targets[C.ADVANTAGES],
-            C.VALUE_TARGETS: targets[C.VALUE_TARGETS],
-            C.SAMPLE_WEIGHTS: targets[C.SAMPLE_WEIGHTS],
-        })
+            gamma=self.config["gamma"], lambda_=self.config["lambda"], vtrace_clip=self.config["vtrace_clip"]))
 
     @torch.no_grad()
     def policy_change_stats(self, batch: SampleBatch) -> dict[str, float]:

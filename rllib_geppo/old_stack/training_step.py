@@ -2,8 +2,9 @@
 
 ``GePPO.training_step`` calls :func:`training_step_old_api_stack` when the config selects the old
 stack with ``.api_stack(enable_rl_module_and_learner=False,
-enable_env_runner_and_connector_v2=False)``. An iteration mirrors the new stack's, with the same
-store, statistics, lr rule and metrics:
+enable_env_runner_and_connector_v2=False)``. An iteration mirrors the new stack's, through the
+same :class:`~rllib_geppo.algorithm.module_stores.ModuleStores` (store, statistics, lr rule and
+metrics):
 
 1. sample n env steps with pi_k from the RolloutWorkers;
 2. lay them out as trajectory segments, tagged with pi_k's version, and append them to the
@@ -17,7 +18,7 @@ store, statistics, lr rule and metrics:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -35,50 +36,50 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.learner_info import LEARNER_STATS_KEY
 from ray.rllib.utils.typing import ResultDict
 
+from rllib_geppo.algorithm.module_stores import ModuleStores
 from rllib_geppo.core.minibatches import epoch_orders, minibatch_shape
 from rllib_geppo.core.segments import Segment
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy
 
-if TYPE_CHECKING:
-    from rllib_geppo.algorithm.geppo import GePPO
 
-
-def training_step_old_api_stack(algo: GePPO) -> ResultDict:
-    """One GePPO iteration on the old API stack (see the module docstring)."""
-    config = algo.config
-    with algo._timers[SAMPLE_TIMER]:
-        batch = synchronous_parallel_sample(worker_set=algo.env_runner_group,
-                                            max_env_steps=config.samples_per_iteration,
+def training_step_old_api_stack(stores: ModuleStores, workers: Any, config: Any, *, iteration: int,
+                                timers: dict, counters: dict) -> ResultDict:
+    """One GePPO iteration on the old API stack (see the module docstring): the Algorithm's
+    module stores, its RolloutWorkers (``EnvRunnerGroup``) and config, the iteration's number
+    and RLlib's old-stack timers and step counters, which this step fills."""
+    with timers[SAMPLE_TIMER]:
+        batch = synchronous_parallel_sample(worker_set=workers, max_env_steps=config.samples_per_iteration,
                                             sample_timeout_s=config.sample_timeout_s)
     if not batch:
         return {}
     batch = batch.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
-    algo._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
-    algo._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
-    dropped = algo.add_to_store(batch_segments(batch, algo.policy_version))
-    if not algo.may_update():
+    counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
+    counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
+    dropped = stores.add(DEFAULT_POLICY_ID, batch_segments(batch, stores.policy_version), iteration=iteration)
+    if not stores.may_update(DEFAULT_POLICY_ID, iteration=iteration):
         return {}
 
-    policy: GePPOTorchPolicy = algo.get_policy()
-    inputs = algo.update_inputs()
-    with algo._timers[LEARN_ON_BATCH_TIMER]:
-        stats = _update_policy(algo, policy, inputs)
-    stats.update(algo.store_metrics(inputs), num_dropped_segments=dropped)
-    algo.adapt_policy_lr(stats["tv"], inputs.clip_eps,
-                         complete=stats["num_skipped_steps"] < stats["num_gradient_steps"])
-    algo.record_update([DEFAULT_POLICY_ID])
-    algo.policy_version += 1
+    policy: GePPOTorchPolicy = workers.local_env_runner.get_policy()
+    inputs = stores.update_inputs(DEFAULT_POLICY_ID)
+    with timers[LEARN_ON_BATCH_TIMER]:
+        stats, rows = _update_policy(policy, stores[DEFAULT_POLICY_ID].store.update_layout(), inputs, config)
+    counters[NUM_ENV_STEPS_TRAINED] += rows
+    counters[NUM_AGENT_STEPS_TRAINED] += rows
+    stats.update(stores.metrics(DEFAULT_POLICY_ID, inputs), num_dropped_segments=dropped)
+    stores.adapt_lr(DEFAULT_POLICY_ID, stats["tv"], inputs.clip_eps, iteration=iteration,
+                    complete=stats["num_skipped_steps"] < stats["num_gradient_steps"])
+    stores.record_update([DEFAULT_POLICY_ID])
+    stores.policy_version += 1
 
     policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
-    with algo._timers[SYNCH_WORKER_WEIGHTS_TIMER]:
+    with timers[SYNCH_WORKER_WEIGHTS_TIMER]:
         # timeout_seconds=None waits: RLlib's default (0) is fire-and-forget, and GePPO's
         # ages need each new batch to come from the new policy.
-        algo.env_runner_group.sync_weights(
-            policies=[DEFAULT_POLICY_ID], timeout_seconds=None,
-            global_vars={"timestep": algo._counters[NUM_AGENT_STEPS_SAMPLED]})
+        workers.sync_weights(policies=[DEFAULT_POLICY_ID], timeout_seconds=None,
+                             global_vars={"timestep": counters[NUM_AGENT_STEPS_SAMPLED]})
     return {DEFAULT_POLICY_ID: {LEARNER_STATS_KEY: stats,
-                                NUM_AGENT_STEPS_TRAINED: algo.module_state().store.num_steps,
+                                NUM_AGENT_STEPS_TRAINED: stores[DEFAULT_POLICY_ID].store.num_steps,
                                 NUM_GRAD_UPDATES_LIFETIME: policy.num_grad_updates}}
 
 
@@ -107,26 +108,26 @@ def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
     return segments
 
 
-def _update_policy(algo: GePPO, policy: GePPOTorchPolicy, inputs: UpdateInputs) -> dict[str, Any]:
-    """Targets under pi_k for the whole store, then epochs x minibatches of gradient steps.
+def _update_policy(policy: GePPOTorchPolicy, layout: dict, inputs: UpdateInputs,
+                   config: Any) -> tuple[dict[str, Any], int]:
+    """Targets under pi_k for the whole store (its ``layout``), then epochs x minibatches of
+    gradient steps.
 
     Each epoch visits ``minibatches_per_epoch`` equal minibatches of a fresh permutation (the
-    remainder, if any, sits the epoch out). Returns the last minibatch's losses and the update's
-    policy change.
+    remainder, if any, sits the epoch out). Returns the last minibatch's losses with the update's
+    policy change, and the number of samples updated on.
     """
     policy.begin_update(inputs)
     if inputs.obs_stats_before_update:
         policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
-    batch = policy.compute_targets(algo.module_state().store.update_layout(), inputs)
+    batch = policy.compute_targets(layout, inputs)
     rows = len(batch)
     steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch)
-    for order in epoch_orders(rows, algo.config.num_epochs, seed=inputs.shuffle_seed,
-                              shuffle=algo.config.shuffle_batch_per_epoch, device=policy.device):
+    for order in epoch_orders(rows, config.num_epochs, seed=inputs.shuffle_seed,
+                              shuffle=config.shuffle_batch_per_epoch, device=policy.device):
         for start in range(0, steps * size, size):
             minibatch = order[start:start + size]
             fetches = policy.learn_on_batch(SampleBatch({k: v[minibatch] for k, v in batch.items()}))
-    algo._counters[NUM_ENV_STEPS_TRAINED] += rows
-    algo._counters[NUM_AGENT_STEPS_TRAINED] += rows
     return {**fetches[LEARNER_STATS_KEY], **policy.policy_change_stats(batch),
             "num_skipped_steps": policy.num_skipped_steps,
-            "num_gradient_steps": algo.config.num_epochs * steps}
+            "num_gradient_steps": config.num_epochs * steps}, rows

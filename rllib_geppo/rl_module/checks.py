@@ -16,13 +16,14 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.connectors.common.frame_stacking import FrameStacking
 from ray.rllib.connectors.env_to_module import MeanStdFilter
-from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, ValueFunctionAPI
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES
 from ray.rllib.env.env_context import EnvContext
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
+from rllib_geppo.rl_module.apis import value_function_attributes
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule, check_spaces, normalizes_observations
 
 ModuleID = str
@@ -158,23 +159,6 @@ def check_old_stack_spaces(observation_space: gym.Space, action_space: gym.Space
             f"GePPO's old API stack takes flat Box observations and flat Box or Discrete actions, "
             f"got {observation_space} and {action_space}. Fix: use RLlib's new API stack (remove "
             ".api_stack(...)), which also takes images, MultiDiscrete and MultiBinary actions.")
-
-
-def value_function_attributes(module) -> list[str]:
-    """The attributes holding ``module``'s value function (RLlib's
-    ``InferenceOnlyAPI.get_non_inference_attributes``), which get the value optimizer group:
-    their own lr (``vf_lr``), no gradient clip. Raises ValueError for a module that names none,
-    whose value function would be clipped with the policy and trained at the adaptive policy lr."""
-    names = module.get_non_inference_attributes() if isinstance(module, InferenceOnlyAPI) else []
-    if not names:
-        raise ValueError(
-            f"{type(module).__name__} does not name its value function's parts (RLlib's "
-            "InferenceOnlyAPI.get_non_inference_attributes), so GePPO cannot give them their own "
-            "optimizer: the value gradient would be clipped with the policy's and trained at the "
-            "adaptive policy lr. Fix: implement ray.rllib.core.rl_module.apis.InferenceOnlyAPI "
-            "and return the attributes only the value function uses, e.g. ['vf'] "
-            "(docs/your_environment.md).")
-    return list(names)
 
 
 def check_trainable(module) -> None:

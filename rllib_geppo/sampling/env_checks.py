@@ -22,6 +22,14 @@ import numpy as np
 from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_step_passive_checker
 from ray.rllib.env.env_context import EnvContext
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
+from ray.tune.registry import ENV_CREATOR, _global_registry
+
+
+def is_class_path(env: Any) -> bool:
+    """Whether ``env`` is a class path ("pkg.envs.MyEnv"): a string with a dot that is neither a
+    Tune name nor a gymnasium id (registered, or "module:Id")."""
+    return (isinstance(env, str) and "." in env and ":" not in env and env not in gym.registry
+            and not _global_registry.contains(ENV_CREATOR, env))
 
 
 def diagnose_env(env_creator: Callable[[EnvContext], Any], env_config: dict, *, steps: int = 200,

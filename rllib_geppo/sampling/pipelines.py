@@ -16,7 +16,7 @@ than half the EnvRunner's time per step, several times MuJoCo's.
   arguments (``metrics`` included, so a piece that logs its own metrics still does), untimed.
 
 Either way the EnvRunner still reports its sampling time as a whole; only the per-piece timers
-and the pipelines' episode-length counters are gone. ``tests/test_algorithm.py`` checks that
+and the pipelines' episode-length counters are gone. ``tests/algorithm/test_algorithm.py`` checks that
 the episodes are the same as with RLlib's own pipelines.
 
 Both rely on how RLlib calls a pipeline and on its default pieces, which are not a public API:
@@ -40,6 +40,7 @@ from ray.rllib.connectors.common import (
     NumpyToTensor,
     TensorToNumpy,
 )
+from ray.rllib.connectors.common.flatten_observations import FlattenObservations
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.env_to_module import AddObservationsFromEpisodesToBatch, EnvToModulePipeline
 from ray.rllib.connectors.module_to_env import (
@@ -234,3 +235,24 @@ def lean(pipeline: ConnectorPipelineV2, *, device=None, normalize_actions: bool 
             return FusedModuleToEnvPipeline(clip_actions=clip_actions, **spaces)
         return UntimedModuleToEnvPipeline(**spaces)
     return pipeline
+
+
+def flatten_observations(pipeline: ConnectorPipelineV2, *, multi_agent: bool) -> ConnectorPipelineV2:
+    """``pipeline`` with RLlib's FlattenObservations first, where observations are not Boxes
+    (Dicts, Tuples, discretes: they reach the module as flat Boxes, one-hot for discretes, and
+    the episodes, which GePPO stores, hold them flat too); unchanged where they all are."""
+    agents = _agents_to_flatten(pipeline.input_observation_space, multi_agent)
+    if agents != [] and not any(isinstance(piece, FlattenObservations) for piece in pipeline.connectors):
+        pipeline.prepend(FlattenObservations(multi_agent=multi_agent, agent_ids=agents,
+                                             as_learner_connector=False))
+    return pipeline
+
+
+def _agents_to_flatten(space, multi_agent: bool) -> list | None:
+    """The agents whose observations are not Boxes (Dicts, Tuples, discretes), which RLlib's
+    FlattenObservations makes flat Boxes (one-hot for discretes): ``[]`` for none, None for the
+    single agent of a single-agent env."""
+    if not multi_agent:
+        return [] if isinstance(space, gym.spaces.Box) else None
+    agents = space.spaces.items() if isinstance(space, gym.spaces.Dict) else ()
+    return [agent for agent, agent_space in agents if not isinstance(agent_space, gym.spaces.Box)]

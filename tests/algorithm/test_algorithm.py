@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
     """The defaults with a small batch and few gradient steps, so a test takes seconds, and
-    the paper's synchronous loop (overlapped sampling, the default, is tests/test_overlap.py's)."""
+    the paper's synchronous loop (overlapped sampling, the default, is tests/algorithm/test_overlap.py's)."""
     return (GePPOConfig()
             .environment(env)
             .env_runners(num_env_runners=1)
@@ -45,7 +45,7 @@ def local_learner(algo: GePPO):
 
 def prepare(algo: GePPO, layout: dict) -> dict:
     """What the local learner's next update would train on (pi_k unchanged), for ``layout``."""
-    return local_learner(algo).prepare_update(DEFAULT_MODULE_ID, layout, algo.update_inputs())
+    return local_learner(algo).prepare_update(DEFAULT_MODULE_ID, layout, algo.stores.update_inputs(DEFAULT_MODULE_ID))
 
 
 def fresh_layout(algo: GePPO, steps: int) -> dict:
@@ -111,17 +111,17 @@ def test_sample_reuse_false_is_the_ppo_baseline():
 
 @pytest.mark.parametrize("setting,value,message", [
     ("batch_multiple", 0, "`batch_multiple` must be an integer >= 1"),
-    ("max_policies", 1, "`max_policies` must be an integer >= batch_multiple"),
+    ("max_policies", 1, r"`max_policies` must be an integer >= 2 \(at least batch_multiple\); got 1"),
     ("policy_weights", "best", "`policy_weights` must be one of"),
     ("policy_weights", [0.5, 0.6], "policy weights must sum to 1"),
-    ("weights_tradeoff", 1.5, r"`weights_tradeoff` must be a number in \[0, 1\]"),
+    ("weights_tradeoff", 1.5, r"`weights_tradeoff` must be in \[0, 1\]; got 1.5"),
     ("lr", [[0, 1e-3], [1000, 1e-4]], "schedules are not supported"),
-    ("vtrace_clip", 0.0, "`vtrace_clip` must be > 0"),
+    ("vtrace_clip", 0.0, "`vtrace_clip` must be a finite positive number; got 0.0"),
     ("lr_adapt_min_ratio", 2.0, r"`lr_adapt_min_ratio` must be in \[0, 1\]"),
     ("clip_param", 0.0, r"`clip_param` must be in \(0, 1\)"),
     ("num_minibatches", 0, "`num_minibatches` must be an integer >= 1"),
-    ("train_batch_size_per_learner", 16, "`train_batch_size_per_learner` must be an integer >= num_minibatches"),
-    ("overlap_sampling", "yes", "`overlap_sampling` must be True, False or \"auto\""),
+    ("train_batch_size_per_learner", 16, r"`train_batch_size_per_learner` must be an integer >= 32 \(at least num_minibatches\)"),
+    ("overlap_sampling", "yes", r"`overlap_sampling` must be one of \(True, False, 'auto'\)"),
     ("lag_clip_rule", "lemma3", "`lag_clip_rule` must be one of \\('unlagged', 'bound'\\)"),
 ])
 def test_bad_settings_fail_validation_with_the_name(setting, value, message):
@@ -234,7 +234,7 @@ def test_ppo_baseline_advantages_equal_rllib_gae():
         # would join that chunk with its continuation.
         episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=256,
                                                _uses_new_env_runners=True)
-        algo.add_to_store([episode_segment(e) for e in episodes])
+        algo.stores.add(DEFAULT_MODULE_ID, [episode_segment(e) for e in episodes], iteration=algo.iteration + 1)
         algo.module_state().return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib
         ours = prepare(algo, algo.module_state().store.update_layout())
         # RLlib's own learner pipeline with its GAE piece, on the same episodes and critic.

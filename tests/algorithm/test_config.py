@@ -21,8 +21,8 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.sampling import pipelines as env_runner_pipelines
-from rllib_geppo.algorithm import geppo as config_module
-from rllib_geppo.algorithm.geppo import UNUSED_SETTINGS
+from rllib_geppo.algorithm import settings as config_module
+from rllib_geppo.algorithm.settings import UNUSED_SETTINGS
 from helpers import DOCS
 
 RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script

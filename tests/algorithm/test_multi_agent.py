@@ -94,7 +94,7 @@ class NoneReward(MultiAgentCartPole):
 def stored_weights(algo: GePPO, module_id: str) -> np.ndarray:
     """The per-sample weight of every stored sample of a module, as the next update weighs it."""
     state = algo.module_state(module_id)
-    weights = algo.update_inputs(module_id).weights_by_version
+    weights = algo.stores.update_inputs(module_id).weights_by_version
     layout = state.store.update_layout()
     return np.array([weights.get(int(v), 0.0) for v in layout[C.VERSION][layout[C.LOSS_MASK]]])
 
@@ -108,7 +108,7 @@ def test_each_module_keeps_its_own_store_weights_statistics_and_lr(tmp_path):
     try:
         for _ in range(3):
             result = algo.train()
-        assert sorted(algo.module_states) == ["p0", "p1"]
+        assert sorted(algo.stores.states) == ["p0", "p1"]
         p0, p1 = algo.module_state("p0"), algo.module_state("p1")
         assert p0.store is not p1.store and len(p0.store.batches) == len(p1.store.batches) == 3
         # Each store holds its own agent's steps: no episode chunk in both.
@@ -164,7 +164,7 @@ def test_only_the_policies_to_train_learn():
         before = {m: [p.detach().clone() for p in learner.module[m].parameters()] for m in ("p0", "p1")}
         for _ in range(2):
             result = algo.train()
-        assert list(algo.module_states) == ["p0"] and "tv" not in result["learners"].get("p1", {})
+        assert list(algo.stores.states) == ["p0"] and "tv" not in result["learners"].get("p1", {})
         after = {m: list(learner.module[m].parameters()) for m in ("p0", "p1")}
         assert all(torch.equal(a, b) for a, b in zip(before["p1"], after["p1"]))
         assert not all(torch.equal(a, b) for a, b in zip(before["p0"], after["p0"]))
@@ -206,7 +206,7 @@ def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updat
         waited = 0
         for _ in range(14):  # batches of the rare agent's carried-over move alone come up
             before = (rare.version, list(map(id, rare.store.batches)),
-                      rare.store.batches and algo.sample_lag("rare"))
+                      rare.store.batches and algo.stores.sample_lag("rare"))
             algo.train()
             if not rare.store.batches:  # its first move still hangs
                 continue
@@ -215,7 +215,7 @@ def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updat
             assert stored_weights(algo, "rare").mean() == pytest.approx(1.0)
             if (rare.version, list(map(id, rare.store.batches))) == before[:2]:
                 # No new sample and no update: its samples did not age (global ages would have).
-                assert algo.sample_lag("rare") == before[2] == MAX_SAMPLE_LAG + 1
+                assert algo.stores.sample_lag("rare") == before[2] == MAX_SAMPLE_LAG + 1
                 waited += 1
         assert waited
         assert algo.module_state("often").version == algo.policy_version

@@ -68,11 +68,11 @@ def test_weights_follow_the_lag_and_the_clip_range_stays_synchronous_geppos(run)
     assert all(s["tv_target"] == pytest.approx(0.05) for s in stats)
     assert stats[-1]["effective_sample_size"] == pytest.approx(N / 0.3)  # the shift keeps the ESS
     # The next update weighs versions k-1 .. k-4 by [.4, .3, .2, .1] (mean weight 1).
-    weights = algo.update_inputs().weights_by_version
+    weights = algo.stores.update_inputs(DEFAULT_MODULE_ID).weights_by_version
     k = algo.policy_version
     expected = {k - 1 - age: 4 * nu for age, nu in enumerate([0.4, 0.3, 0.2, 0.1])}
     assert weights == pytest.approx(expected)
-    np.testing.assert_allclose(algo.lagged_nu(), with_lag([0.4, 0.3, 0.2, 0.1], 1), atol=1e-6)
+    np.testing.assert_allclose(algo.stores.lagged_nu(DEFAULT_MODULE_ID), with_lag([0.4, 0.3, 0.2, 0.1], 1), atol=1e-6)
 
 
 def test_the_bound_rule_shrinks_the_clip_range_by_the_lag():
@@ -122,7 +122,7 @@ def test_a_sample_lag_holds_the_env_runners_weights_back():
         k = algo.policy_version
         assert [b.version for b in algo.module_state().store.batches] == [k - 6, k - 5, k - 4, k - 3]
         expected = {k - 3 - age: 4 * nu for age, nu in enumerate([0.4, 0.3, 0.2, 0.1])}
-        assert algo.update_inputs().weights_by_version == pytest.approx(expected)
+        assert algo.stores.update_inputs(DEFAULT_MODULE_ID).weights_by_version == pytest.approx(expected)
     finally:
         algo.stop()
     with pytest.raises(ValueError, match="`sample_lag` must be None or an integer from 1"):

@@ -55,7 +55,7 @@ def test_defaults_are_the_papers_ppo():
     ({"lr": -1.0}, "`lr` must be a finite positive number"),
     ({"train_batch_size": 100, "num_envs_per_env_runner": 3}, "`train_batch_size` must be a multiple"),
     ({"minibatch_size": 4096}, r"`minibatch_size` must be an integer in \[2, train_batch_size"),
-    ({"model_config": {"fcnet_activation": "swish"}}, "fcnet_activation is one of"),
+    ({"model_config": {"fcnet_activation": "swish"}}, r"the activation one of \[.elu., .relu., .silu., .tanh.\]"),
     ({"vf_lr": 1e-3}, "not a setting of SB3PPO: vf_lr"),
 ])
 def test_bad_settings_name_the_key(config, message):

@@ -98,12 +98,12 @@ def test_small_weights_are_dropped_and_renormalised():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"batch_multiple": 0}, "batch_multiple must be an integer >= 1"),
-        ({"batch_multiple": 2.5}, "batch_multiple must be an integer >= 1"),
-        ({"batch_multiple": 3, "max_policies": 2}, "max_policies must be an integer >= 3"),
-        ({"batch_multiple": 2, "tradeoff": 1.5}, r"tradeoff must lie in \[0, 1\]"),
-        ({"batch_multiple": 2, "kind": "greedy"}, "kind must be one of"),
-        ({"batch_multiple": 2, "tradeoff_rule": "average"}, "tradeoff_rule must be one of"),
+        ({"batch_multiple": 0}, "^`batch_multiple` must be an integer >= 1; got 0"),
+        ({"batch_multiple": 2.5}, "^`batch_multiple` must be an integer >= 1; got 2.5"),
+        ({"batch_multiple": 3, "max_policies": 2}, "^`max_policies` must be an integer >= 3"),
+        ({"batch_multiple": 2, "tradeoff": 1.5}, r"^`tradeoff` must be in \[0, 1\]"),
+        ({"batch_multiple": 2, "kind": "greedy"}, "^`kind` must be one of"),
+        ({"batch_multiple": 2, "tradeoff_rule": "average"}, "^`tradeoff_rule` must be one of"),
     ],
 )
 def test_bad_inputs_name_the_parameter(kwargs, match):

@@ -1,7 +1,7 @@
 """The learner on a CUDA device: the same numbers as on the CPU, training with a GPU learner, and a
 GPU checkpoint restored on a CPU-only setup. Skipped where no CUDA device exists (CI).
 
-Run them with ``pytest -m gpu tests/test_gpu.py`` on a machine with a GPU (the figures in
+Run them with ``pytest -m gpu tests/learner/test_gpu.py`` on a machine with a GPU (the figures in
 docs/results/scaling.md say where and when they last ran). ``GEPPO_TEST_DEVICE=cpu`` runs the
 same code with the "GPU" learner on the CPU, to check the tests themselves on a CPU machine.
 """
@@ -156,7 +156,7 @@ def test_gpu_learner_trains_with_finite_metrics(gpu_run):
 
 def test_every_update_tensor_lives_on_the_gpu(gpu_run):
     algo, _ = gpu_run
-    layout, inputs = algo.module_state().store.update_layout(), algo.update_inputs()
+    layout, inputs = algo.module_state().store.update_layout(), algo.stores.update_inputs(DEFAULT_MODULE_ID)
 
     def devices(learner):
         data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)

@@ -105,8 +105,8 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
             for mine, reference in zip(weights, local_weights(one_learner), strict=True):
                 torch.testing.assert_close(mine, reference, rtol=0, atol=0)
 
-        inputs = one_learner.update_inputs()
-        assert algo.update_inputs().shuffle_seed == inputs.shuffle_seed
+        inputs = one_learner.stores.update_inputs(DEFAULT_MODULE_ID)
+        assert algo.stores.update_inputs(DEFAULT_MODULE_ID).shuffle_seed == inputs.shuffle_seed
         [reference] = one_learner.update_learner_group({DEFAULT_MODULE_ID: inputs})
         results = algo.update_learner_group({DEFAULT_MODULE_ID: inputs})
         compiled = [call.get() for call in algo.learner_group.foreach_learner(
@@ -146,7 +146,7 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
                                        rewards=segment.rewards[:1], behaviour_logp=segment.behaviour_logp[:1],
                                        versions=segment.versions[:1], terminated=False, truncated=False)
         store.set_state({"capacity": store.capacity, "batches": [[one_step]]})
-        results = algo.update_learner_group({DEFAULT_MODULE_ID: algo.update_inputs()})
+        results = algo.update_learner_group({DEFAULT_MODULE_ID: algo.stores.update_inputs(DEFAULT_MODULE_ID)})
         assert [steps_and_rows(r) for r in results] == [(0, 0)] * num_learners
         assert all(metric(r, key) == 0.0 for r in results for key in ("policy_loss", "vf_loss"))
         for weights in remote_weights(algo):
@@ -157,14 +157,14 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
 
 
 def test_the_shuffle_seed_follows_the_trial_seed_and_the_version(one_learner):
-    seed = one_learner.shuffle_seed()
-    assert seed == one_learner.update_inputs().shuffle_seed
-    one_learner.policy_version += 1
+    seed = one_learner.stores.shuffle_seed()
+    assert seed == one_learner.stores.update_inputs(DEFAULT_MODULE_ID).shuffle_seed
+    one_learner.stores.policy_version += 1
     try:
-        assert one_learner.shuffle_seed() != seed
+        assert one_learner.stores.shuffle_seed() != seed
     finally:
-        one_learner.policy_version -= 1
-    assert one_learner.shuffle_seed() == seed
+        one_learner.stores.policy_version -= 1
+    assert one_learner.stores.shuffle_seed() == seed
     assert isinstance(seed, int) and np.iinfo(np.uint32).min <= seed <= np.iinfo(np.uint32).max
 
 
@@ -206,9 +206,9 @@ def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
     original, restored = unseeded(), unseeded()
     try:
         original._env_runner_restarts = {(False, 1): 2}
-        assert restored.shuffle_seed() != original.shuffle_seed()  # two draws of the OS's entropy
+        assert restored.stores.shuffle_seed() != original.stores.shuffle_seed()  # two draws of the OS's entropy
         restored.set_state(original.get_state(components=[COMPONENT_GEPPO]))
-        assert restored.shuffle_seed() == original.shuffle_seed()
+        assert restored.stores.shuffle_seed() == original.stores.shuffle_seed()
         assert restored._env_runner_restarts == {(False, 1): 2}
     finally:
         original.stop()
@@ -221,7 +221,7 @@ def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
 ])
 def test_only_agents_without_box_observations_are_flattened(space, multi_agent, flatten):
     import gymnasium as gym
-    from rllib_geppo.algorithm.geppo import _agents_to_flatten
+    from rllib_geppo.sampling.pipelines import _agents_to_flatten
     box, dict_ = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,))})
     spaces = {"box": box, "dict": dict_, "agents": gym.spaces.Dict({"a": box, "b": dict_})}
     assert _agents_to_flatten(spaces[space], multi_agent) == flatten

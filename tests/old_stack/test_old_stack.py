@@ -145,7 +145,7 @@ def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     fresh = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64)
     fresh = fresh.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
     fresh_layout = lay_out(batch_segments(fresh, version=0))
-    inputs = algo.update_inputs()
+    inputs = algo.stores.update_inputs(DEFAULT_MODULE_ID)
     batch = policy.compute_targets(fresh_layout, UpdateInputs(**{**vars(inputs), "weights_by_version": {0: 1.0}}))
     moved = (batch[C.CENTER] - 1).abs() > 1e-5
     assert moved.sum() <= algo.config.num_envs_per_env_runner

@@ -1,5 +1,5 @@
 """How sampling is split changes nothing GePPO learns: fragment lengths, driver or remote
-EnvRunners, and independent seeds (rllib_geppo/env_runner.py, SampleStore's joined episodes)."""
+EnvRunners, and independent seeds (rllib_geppo/sampling/env_runner.py, SampleStore's joined episodes)."""
 
 import gymnasium as gym
 import numpy as np

@@ -1,4 +1,4 @@
-"""Staggered episode starts (rllib_geppo/staggered_starts.py): which first episodes are cut,
+"""Staggered episode starts (rllib_geppo/sampling/staggered_starts.py): which first episodes are cut,
 where, and that nothing else is."""
 
 import gymnasium as gym
