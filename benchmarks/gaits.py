@@ -28,8 +28,9 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rllib_geppo.report.main import find_trial_dirs, format_return, load_trial
+from rllib_geppo.report.markdown import format_return
 from rllib_geppo.report.stats import mean_and_se
+from rllib_geppo.report.trials import find_trial_dirs, load_trial
 
 ENV = "HalfCheetah-v5"
 MODULE = Path("learner_group", "learner", "rl_module", "default_policy")

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from rllib_geppo.sampling.staggered_starts import num_training_envs
-from rllib_geppo.report.main import find_trial_dirs, load_trial, read_results
+from rllib_geppo.report.trials import find_trial_dirs, load_trial, read_results
 
 FIRST_UPDATE = 20  # skip the first iterations, where the moving average is still climbing
 WINDOW = 9  # iterations in the moving average the metric is compared with

@@ -2,7 +2,13 @@
 
 | module | what |
 | --- | --- |
-| ``main`` | reading trial folders, grouping them, writing ``table.md``, CSVs and PNGs |
+| ``main`` | the command line: its arguments, and the exit code of a run |
+| ``trials`` | reading one Tune trial folder into a ``Trial``: curves, settings, variant, problems |
+| ``grouping`` | which trials form each row: labels by settings, ``--pool``, the budget to reach |
+| ``build`` | the ``Report``: rows, each trial's figures, panels, stability, mean gains |
+| ``markdown`` | ``table.md``, and how the tables write numbers |
+| ``files`` | writing ``table.md``, the CSVs and the PNGs into ``--out`` |
+| ``settings`` | which settings tell trials apart, and the labels that name them |
 | ``stats`` | the arithmetic: curves aligned on env steps, means and standard errors |
 | ``plots`` | the drawing (matplotlib) |
 | ``paper`` | the paper's Table 1 beside ours |

@@ -3,7 +3,7 @@
 A trial's settings are its config flattened to ``"key/subkey" -> value text``. Trials of one
 environment and variant that differ in any setting other than the seed are different
 experiments, never seeds of one: they get labels that name the settings they differ in
-("GePPO lr=0.001"). Pure Python, no I/O: :mod:`rllib_geppo.report.main` reads the configs.
+("GePPO lr=0.001"). Pure Python, no I/O: :mod:`rllib_geppo.report.trials` reads the configs.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ each training iteration) and ``values`` (the metric of that iteration). Curves o
 report at different step counts (GePPO collects 1024 steps per iteration, PPO 2048), so every
 comparison first interpolates them linearly onto one common grid of env steps.
 
-Pure numpy, no I/O: the report module reads Tune's files and the plots module draws.
+Pure numpy, no I/O: the trials module reads Tune's files and the plots module draws.
 """
 
 from __future__ import annotations

@@ -1,0 +1,107 @@
+"""The arithmetic (:mod:`rllib_geppo.report.stats`), on curves small enough to check by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rllib_geppo.report.stats import (
+    Run,
+    band,
+    changes_from_peak,
+    common_budget,
+    compare_at_time,
+    difference_in_se,
+    first_crossing,
+    improvement_pct,
+    late_change,
+    step_grid,
+    time_average,
+    window_average,
+)
+
+
+def test_first_crossing_interpolates_between_grid_points():
+    grid = np.array([0.0, 10.0, 20.0])
+    assert first_crossing(grid, np.array([0.0, 4.0, 8.0]), 6.0) == pytest.approx(15.0)
+    assert first_crossing(grid, np.array([7.0, 4.0, 8.0]), 6.0) == 0.0
+    assert np.isnan(first_crossing(grid, np.array([0.0, 1.0, 2.0]), 6.0))
+
+
+def test_time_average_is_exact_on_an_uneven_grid():
+    grid = np.array([0.0, 1.0, 4.0])
+    assert time_average(grid, 3 * grid + 1) == pytest.approx(7.0)
+
+
+def test_window_average_cuts_the_curve_between_knots():
+    grid = np.array([0.0, 2.0, 4.0])
+    values = np.array([0.0, 4.0, 0.0])  # a peak at 2
+    assert window_average(grid, values, 1.0, 3.0) == pytest.approx(3.0)
+    assert window_average(grid, values, 0.0, 1.0) == pytest.approx(1.0)
+
+
+def test_late_change_is_the_last_tenth_against_the_other_seeds_peak_tenth():
+    """Two seeds rise to s = 6 and fall back: tenth averages 0.5, 1.5, ..., 5.5, 5.5, 4.5, 3.5,
+    2.5 and twice those. Each seed's peak is the other's, tenth 5 (the first of a tie); the last
+    tenth lies 3 and 6 below it: -4.5 ± 1.5."""
+    grid = np.arange(11.0)
+    rise_and_fall = np.minimum(grid, 12 - grid)
+    change, se, peak = late_change(grid, np.stack([rise_and_fall, 2 * rise_and_fall]))
+    assert (change, se, peak) == (pytest.approx(-4.5), pytest.approx(1.5), (5.0, 6.0))
+    assert late_change(grid, np.stack([grid, grid + 1]))[:2] == (0, 0)  # rising: no decline
+    assert all(map(math.isnan, late_change(grid, grid[None])[:2]))  # one seed: no estimate
+
+
+def test_a_seed_does_not_choose_its_own_peak():
+    """Each seed's peak tenth is where the others' mean is highest: seed 0's is tenth 1, where it
+    is at 0, so it ends 1 above it; seed 1's is tenth 0, likewise. With three seeds, the third's
+    is a tie between tenths 0 and 1 (the first counts), where it is at its last value."""
+    assert changes_from_peak(np.array([[2.0, 0.0, 1.0], [0.0, 2.0, 1.0]])).tolist() == [1.0, 1.0]
+    flat = np.array([[1.0, 3.0, 2.0], [3.0, 1.0, 2.0], [2.0, 2.0, 2.0]])
+    assert changes_from_peak(flat).tolist() == [1.0, 1.0, 0.0]
+
+
+def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():
+    # Stopped by ">= 1M env steps" with 1024- and 2048-step iterations, and one cut short.
+    assert common_budget([(1_000_448, 1024), (1_001_472, 2048), (600_064, 1024)]) == 1_000_448
+    assert common_budget([(1_001_472, 2048), (999_424, 1024)]) == 1_001_472
+
+
+def test_step_grid_holds_every_knot_within_range():
+    grid = step_grid([np.array([1000, 2000, 3000]), np.array([1500, 3500])], 1500, 3000)
+    assert grid.tolist() == [1500, 2000, 3000]
+
+
+def test_return_at_time_is_empty_when_runs_share_no_window_of_time():
+    fast = Run(steps=np.array([256.0, 512.0, 768.0]), returns=np.array([-900.0, -800.0, -800.0]),
+               time_s=np.array([0.2, 0.4, 2.5]))
+    slow = Run(steps=np.array([256.0, 512.0]), returns=np.array([-700.0, -600.0]),
+               time_s=np.array([1.0, 2.0]))
+    # Up to 0.4 s only the fast run has reported: the slow one starts at 1.0 s.
+    grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=0.4)
+    assert grid.size == 0 and bands == {}
+    grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=2.0)
+    assert grid.tolist() == [1.0, 2.0] and bands["slow"].mean.tolist() == [-700.0, -600.0]
+
+
+def test_improvement_is_positive_for_higher_negative_returns():
+    assert improvement_pct(-500, -1000) == pytest.approx(50.0)
+    assert np.isnan(improvement_pct(1.0, 0.0))
+
+
+def test_difference_in_standard_errors_of_the_difference():
+    # (130 - 100) / sqrt(30^2 + 40^2) = 30 / 50; lower is negative
+    assert difference_in_se((130.0, 30.0), (100.0, 40.0)) == pytest.approx(0.6)
+    assert difference_in_se((70.0, 30.0), (100.0, 40.0)) == pytest.approx(-0.6)
+    # one seed has no standard error; equal constant curves have none to divide by
+    assert np.isnan(difference_in_se((130.0, math.nan), (100.0, 40.0)))
+    assert np.isnan(difference_in_se((100.0, 0.0), (100.0, 0.0)))
+
+
+def test_band_standard_error():
+    b = band(np.array([[1.0, 2.0], [3.0, 6.0]]))
+    assert b.mean.tolist() == [2.0, 4.0]
+    assert b.se == pytest.approx([1.0, 2.0])  # std (ddof 1) / sqrt(2)
+    assert np.isnan(band(np.array([[1.0, 2.0]])).se).all()
