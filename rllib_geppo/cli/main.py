@@ -32,17 +32,16 @@ import yaml
 
 from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints, newest_checkpoints
 from rllib_geppo.cli.env_modules import prepare_env_modules
+from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
-    UserError,
-    trainable,
     apply_overrides,
     load_experiments,
     resolve_trials,
     select_experiments,
-    to_algorithm_config,
-    validate_experiment,
 )
+from rllib_geppo.cli.trainables import to_algorithm_config, trainable
+from rllib_geppo.cli.validation import validate_experiment
 from rllib_geppo.cli.preflight import (
     check_cluster_resources,
     check_reachable,
