@@ -21,7 +21,8 @@ import yaml
 
 from rllib_geppo.records.checkpoint_manifest import write_manifest
 from rllib_geppo.cli.checkpoints import complete_checkpoints
-from rllib_geppo.cli.main import lost_actors, main
+from rllib_geppo.cli.main import main
+from rllib_geppo.cli.outcomes import lost_actors
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 from helpers import REPO
 from envs import TupleActionEnv
