@@ -20,9 +20,9 @@ from typing import Any
 
 from ray.tune import Callback
 
-from rllib_geppo.records.checkpoint_manifest import damaged_files, read_manifest
-from rllib_geppo.cli.experiment_file import UserError
+from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.resume import saved_trials
+from rllib_geppo.records.checkpoint_manifest import damaged_files, read_manifest
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 Each check raises :class:`UserError` (exit code 2, one message) for a run that would otherwise
 hang or fail late: a `--address` where nothing listens or whose cluster refuses this process's
 token, a trial that asks for more CPUs or GPUs than the cluster has (Tune would keep it PENDING
-forever), and a `--resume` of a run that does not exist. The checks of the file itself are in :mod:`rllib_geppo.cli.experiment_file`.
+forever), and a `--resume` of a run that does not exist. The checks of the file itself are in
+:mod:`rllib_geppo.cli.validation`.
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rllib_geppo.cli.experiment_file import (
-    ExperimentSpec,
-    UserError,
-    quiet_rllib,
-    to_algorithm_config,
-    trainable,
-)
+from rllib_geppo.cli.errors import UserError
+from rllib_geppo.cli.experiment_file import ExperimentSpec
+from rllib_geppo.cli.quiet import quiet_rllib
+from rllib_geppo.cli.trainables import to_algorithm_config, trainable
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,19 @@ Worker processes' output reaches the console through the driver, which prints it
 handlers. :func:`quiet_console` wraps both streams with a line filter and points the driver's
 stream handlers at them, and raises Ray's own loggers to WARNING. Real warnings and errors, a
 trial's traceback included, pass untouched: only lines holding one of :data:`KNOWN_NOISE` go.
+
+The checks before Ray starts silence RLlib too: :func:`quiet_rllib` its warnings at each
+validate(), :func:`quiet_fds` the known noise that C libraries (MuJoCo's compiler) print while an
+env is made.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
+import tempfile
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
@@ -139,3 +145,40 @@ def quiet_console(enabled: bool = True) -> Iterator[QuietConsole | None]:
         yield console
     finally:
         console.stop()
+
+
+@contextmanager
+def quiet_fds() -> Iterator[None]:
+    """Everything written to file descriptors 1 and 2 during the block (C libraries' prints
+    too) goes to stderr afterwards, less the lines of :data:`KNOWN_NOISE`."""
+    with tempfile.TemporaryFile() as captured:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(captured.fileno(), 1)
+            os.dup2(captured.fileno(), 2)
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, original in zip((1, 2), saved):
+                os.dup2(original, fd)
+                os.close(original)
+            captured.seek(0)
+            lines = captured.read().decode(errors="replace").splitlines()
+            kept = [line for line in lines if not is_noise(line)]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
+
+
+@contextmanager
+def quiet_rllib() -> Iterator[None]:
+    """Silence RLlib's per-validate() warnings (e.g. "running on the new API stack")."""
+    rllib_logger = logging.getLogger("ray.rllib")
+    level = rllib_logger.level
+    rllib_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        rllib_logger.setLevel(level)

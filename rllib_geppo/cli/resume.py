@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rllib_geppo.cli.errors import UserError
+from rllib_geppo.cli.experiment_file import named_by, parse_assignment
 from rllib_geppo.records.checkpoint_manifest import write_json_atomically
-from rllib_geppo.cli.experiment_file import UserError, named_by, parse_assignment
 
 log = logging.getLogger(__name__)
 

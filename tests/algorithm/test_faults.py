@@ -380,7 +380,7 @@ def test_a_failed_env_runner_reports_its_error_at_once_not_a_timeout():
 
 
 def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
-    from rllib_geppo.cli.main import error_message
+    from rllib_geppo.cli.outcomes import error_message
 
     frames = '  File "geppo.py", line 9, in train\n    raise Error(\n    ^^^^^\n'
     (tmp_path / "error.txt").write_text(

@@ -21,7 +21,8 @@ import yaml
 
 from rllib_geppo.records.checkpoint_manifest import write_manifest
 from rllib_geppo.cli.checkpoints import complete_checkpoints
-from rllib_geppo.cli.main import lost_actors, main
+from rllib_geppo.cli.main import main
+from rllib_geppo.cli.outcomes import lost_actors
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 from helpers import REPO
 from envs import TupleActionEnv
@@ -455,7 +456,7 @@ def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
 
 
 def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others():
-    from rllib_geppo.cli.experiment_file import UserError
+    from rllib_geppo.cli.errors import UserError
     from rllib_geppo.cli.resume import SavedTrial, check_unchanged
 
     saved = [SavedTrial(name, {"lr": lr}, {"training_iteration": 9}, "RUNNING", name)

@@ -1,0 +1,292 @@
+"""What an algorithm's config accepts, checked before Ray starts: its keys, the kinds of value
+each key takes, and rules for values that RLlib rejects late or without naming the key.
+
+:class:`ConfigSchema` reads an algorithm's keys from its default AlgorithmConfig and the kinds of
+value from the type hints of its builder methods (training(), ...); :data:`VALUE_RULES` adds the
+ranges. A bad value raises :class:`UserError`, naming the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from rllib_geppo.cli.errors import UserError, suggest
+from rllib_geppo.cli.quiet import quiet_rllib
+from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config
+
+if TYPE_CHECKING:
+    from rllib_geppo.cli.experiment_file import ExperimentSpec
+
+
+@dataclasses.dataclass
+class ConfigSchema:
+    """What an algorithm's AlgorithmConfig accepts: its keys and the kinds of value per key."""
+
+    algo: str
+    defaults: Any  # the algorithm's default AlgorithmConfig
+    values: dict[str, Any]  # defaults.to_dict()
+    hints: dict[str, list[Any]]  # builder-method parameter annotations by name
+
+    @classmethod
+    def of(cls, algo: str, where: str) -> ConfigSchema | None:
+        from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+        defaults = algorithm_class(algo, where).get_default_config()
+        if not isinstance(defaults, AlgorithmConfig):
+            return None
+        return cls(algo, defaults, defaults.to_dict(), _builder_hints(type(defaults)))
+
+    @property
+    def public_keys(self) -> list[str]:
+        """Keys worth suggesting for a misspelt one (e.g. not `_train_batch_size_per_learner`)."""
+        names = {k.lstrip("_") for k in self.values}
+        return sorted(k for k in names if k in self.values or self._settable(k)) + ["model_config"]
+
+    def is_key(self, key: str) -> bool:
+        """to_dict() keys, attributes (lambda_), settable properties and the model_config alias."""
+        return (
+            key in self.values or key in vars(self.defaults) or self._settable(key)
+            or key == "model_config"
+        )
+
+    def _settable(self, key: str) -> bool:
+        """A property with a setter, such as train_batch_size_per_learner."""
+        prop = getattr(type(self.defaults), key, None)
+        return isinstance(prop, property) and prop.fset is not None
+
+    def new_api_stack(self, trial: Mapping[str, Any]) -> bool:
+        default = self.defaults.enable_rl_module_and_learner
+        return bool(trial.get("enable_rl_module_and_learner", default))
+
+    def default(self, key: str) -> Any:
+        return self.values.get(key, getattr(self.defaults, key, None))
+
+    def allowed_kinds(self, key: str) -> set[str] | None:
+        """Kinds of value `key` accepts, from the builder methods' hints and its default value.
+
+        None means "can't tell" (no hint, or a hint admitting callables, classes or Any). Numbers
+        are one kind: RLlib's hints say int for settings that take fractions
+        (num_cpus_per_env_runner); RLlib's validate() checks ranges.
+        """
+        hints = self.hints.get(key.strip("_"), [])
+        kinds: set[str] = set()
+        for hint in hints:
+            hint_kinds = _hint_kinds(hint)
+            if hint_kinds is None:
+                return None
+            kinds |= hint_kinds
+        default = self.default(key)
+        if default is not None and kind(default) != "other":
+            kinds.add(kind(default))
+        return kinds or None
+
+    def check_config(self, trial: dict[str, Any], spec: ExperimentSpec) -> None:
+        """Unknown keys (with close matches), wrong kinds of value, then RLlib's validate():
+        every problem found, in one UserError (a config copied from PPO often holds several)."""
+        problems: list[str] = []
+        bad: set[str] = set()
+        for key, value in trial.items():
+            try:
+                self._check_key(key, value, trial, spec)
+            except UserError as e:
+                problems.append(str(e))
+                bad.add(key)
+        problems += self._rejections({k: v for k, v in trial.items() if k not in bad}, spec)
+        if len(problems) == 1:
+            raise UserError(problems[0])
+        if problems:
+            raise UserError(f"{spec.where()}: {len(problems)} problems in the config; fix them "
+                            "all:\n" + "\n".join(f"  - {_without(problem, spec.where())}"
+                                                  for problem in problems))
+
+    def _check_key(self, key: str, value: Any, trial: dict[str, Any], spec: ExperimentSpec) -> None:
+        """One config key: known, of an accepted kind and value; raises UserError."""
+        where = f"{spec.where('config.' + key)}, config key '{key}'"
+        if key == "model" and self.new_api_stack(trial):
+            raise UserError(
+                f"{where}: 'model' configures the old API stack's ModelV2 and is ignored on "
+                "the new API stack. Use 'model_config' (e.g. fcnet_hiddens, "
+                "fcnet_activation) instead."
+            )
+        if not self.is_key(key):
+            raise UserError(
+                f"{where}: not a setting of {self.algo}.{suggest(key, self.public_keys)} "
+                "Fix the spelling or remove the key."
+            )
+        allowed = self.allowed_kinds(key)
+        if allowed is not None and kind(value) not in allowed:
+            shown = " or ".join(sorted(allowed, key=lambda k: (k == "null", k)))
+            raise UserError(
+                f"{where}: expected a {shown}, got {describe(value)}. "
+                f"Fix the value ({self.algo}'s default is {self.default(key)!r})."
+            )
+        _check_value(key, value, where)
+        if key == "env":
+            check_env(value, spec.where("config.env"))
+
+    def _rejections(self, trial: dict[str, Any], spec: ExperimentSpec) -> list[str]:
+        """What the algorithm's config refuses: each of GePPO's refused settings (its
+        ``refused_settings``), else the first error of RLlib's validate()."""
+        def rejects(message: str) -> str:
+            # Drop RLlib's advice to switch validation off: the fix is to change the value.
+            message = message.split("\nTo suppress all validation errors")[0]
+            return f"{spec.where()}: {self.algo} rejects the config: {message}"
+
+        try:
+            with quiet_rllib():
+                config = self.defaults.copy(copy_frozen=False)
+                config.update_from_dict(to_algorithm_config(trial))
+                refused = config.refused_settings() if hasattr(config, "refused_settings") else []
+                if not refused:
+                    config.validate()
+        except (ValueError, TypeError, KeyError) as e:
+            return [rejects(str(e))]
+        return [rejects(problem) for problem in refused]
+
+
+def _without(problem: str, where: str) -> str:
+    """A problem's message without the place the list of problems names already."""
+    for prefix in (where + ": ", where + ", "):
+        if problem.startswith(prefix):
+            return problem[len(prefix):]
+    return problem
+
+
+def is_int(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _is_positive(value: Any) -> bool:
+    return kind(value) == "number" and math.isfinite(value) and value > 0
+
+
+def _is_schedule(value: Any) -> bool:
+    """RLlib's schedules: [[timestep, value], ...] from timestep 0, timesteps increasing."""
+    if not isinstance(value, list) or not value or any(
+        not (isinstance(p, list) and len(p) == 2 and is_int(p[0], 0) and _is_positive(p[1]))
+        for p in value
+    ):
+        return False
+    steps = [p[0] for p in value]
+    return steps[0] == 0 and steps == sorted(steps)
+
+
+def _is_layer_sizes(value: Any) -> bool:
+    """A list of hidden-layer sizes, integers >= 1."""
+    return isinstance(value, list) and all(is_int(h, 1) for h in value)
+
+
+# RLlib settings (of every algorithm) whose bad values RLlib only rejects once Ray runs, or with
+# a message that names neither the key nor a fix: key -> (test, what a good value is).
+VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "num_env_runners": (lambda v: is_int(v, 0), "an integer >= 0 (0 samples in the driver)"),
+    "num_envs_per_env_runner": (lambda v: is_int(v, 1), "an integer >= 1"),
+    "num_learners": (lambda v: is_int(v, 0), "an integer >= 0 (0: a learner in the driver)"),
+    "num_epochs": (lambda v: is_int(v, 1), "an integer >= 1"),
+    "train_batch_size_per_learner": (lambda v: v is None or is_int(v, 1), "an integer >= 1"),
+    "train_batch_size": (lambda v: is_int(v, 1), "an integer >= 1"),
+    "minibatch_size": (lambda v: v is None or is_int(v, 1), "null or an integer >= 1"),
+    "seed": (lambda v: v is None or is_int(v, 0), "null or an integer >= 0"),
+    "lr": (lambda v: _is_positive(v) or _is_schedule(v),
+           "a finite number > 0, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
+    "vf_lr": (_is_positive, "a finite number > 0"),
+    # vf_fcnet_hiddens may be None: the value network then takes fcnet_hiddens.
+    "model_config": (lambda v: not isinstance(v, dict)
+                     or (_is_layer_sizes(v.get("fcnet_hiddens", []))
+                         and _is_layer_sizes(v.get("vf_fcnet_hiddens") or [])),
+                     "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes "
+                     "(integers >= 1)"),
+}
+
+
+def _check_value(key: str, value: Any, where: str) -> None:
+    """The checks of :data:`VALUE_RULES`, where they apply; a UserError names key and fix."""
+    if key in VALUE_RULES:
+        test, good = VALUE_RULES[key]
+        if not test(value):
+            raise UserError(f"{where}: expected {good}, got {describe(value)}. Fix the value.")
+
+
+# YAML can only produce these kinds of value; type hints and defaults map onto them.
+def kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "mapping" if isinstance(value, dict) else "other"
+
+
+def _hint_kinds(hint: Any) -> set[str] | None:
+    origin = typing.get_origin(hint) or hint
+    if origin in (typing.Union, types.UnionType):
+        kinds: set[str] = set()
+        for arg in typing.get_args(hint):
+            arg_kinds = _hint_kinds(arg)
+            if arg_kinds is None:
+                return None
+            kinds |= arg_kinds
+        return kinds
+    if origin is typing.Literal:
+        return {kind(v) for v in typing.get_args(hint)}
+    simple = {type(None): "null", bool: "bool", int: "number", float: "number", str: "string"}
+    if origin in simple:
+        return {simple[origin]}
+    if isinstance(origin, type) and issubclass(origin, Mapping):
+        return {"mapping"}
+    if origin in (list, tuple, set, collections.abc.Sequence, collections.abc.Collection):
+        return {"list"}
+    return None
+
+
+def _builder_hints(config_cls: type) -> dict[str, list[Any]]:
+    """Parameter annotations of the config's public builder methods (training(), ...), by name.
+
+    Resolved with get_type_hints() where possible (modules with `from __future__ import
+    annotations` hold strings), else raw: some of RLlib's forward references don't resolve.
+    Names lose a trailing underscore (`lambda_` -> `lambda`) to match to_dict() keys.
+    """
+    hints: dict[str, list[Any]] = {}
+    for klass in config_cls.__mro__:
+        for name, fn in vars(klass).items():
+            if not callable(fn) or name.startswith("_"):
+                continue
+            try:
+                annotations = typing.get_type_hints(fn)
+            except Exception:  # NameError and friends from unresolvable references
+                annotations = getattr(fn, "__annotations__", {})
+            for param, hint in annotations.items():
+                if param != "return":
+                    hints.setdefault(param.strip("_"), []).append(hint)
+    return hints
+
+
+def check_env(env: Any, where: str) -> None:
+    """A plain env id must be registered with Tune or gymnasium (module paths pass through)."""
+    if not isinstance(env, str) or any(c in env for c in ".:/"):
+        return
+    import gymnasium
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    if env in gymnasium.envs.registry or _global_registry.contains(ENV_CREATOR, env):
+        return
+    raise UserError(
+        f"{where}, 'env: {env}': no such environment.{suggest(env, list(gymnasium.registry))} "
+        "Use a gymnasium id such as Hopper-v5, or a name that a module registers with "
+        "ray.tune.register_env, named with --import MODULE."
+    )
+
+
+def describe(value: Any) -> str:
+    return f"{kind(value)} {value!r}" if kind(value) != "null" else "null"

@@ -1,0 +1,75 @@
+"""What Tune runs for an experiment: the trainable registered under its ``run:`` name, and the
+config dict handed to an RLlib Algorithm.
+
+An unknown ``run:`` name, or Stable-Baselines3's PPO where it is not installed, raises
+:class:`UserError` before Ray starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, import_sb3
+from rllib_geppo.cli.errors import UserError, suggest
+
+
+def trainable(name: str, where: str) -> type | str:
+    """What Tune runs for ``run: name``: an RLlib Algorithm class, or "SB3PPO", the function
+    trainable that ``import rllib_geppo`` registered (if Stable-Baselines3 is installed)."""
+    if name != SB3_PPO:
+        return algorithm_class(name, where)
+    try:
+        import_sb3()
+    except ImportError as e:
+        raise UserError(f"{where}: {e}") from None
+    return SB3_PPO
+
+
+def algorithm_class(name: str, where: str) -> type:
+    """The Algorithm class registered under `name` (RLlib's built-ins, GePPO), or a UserError."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.algorithms.registry import ALGORITHMS
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
+    # builds a gymnasium env at import time (seconds, and warnings on stderr).
+    if name in ALGORITHMS:
+        cls = ALGORITHMS[name]()[0]
+    elif name == "GePPO":  # Tune's registry forgets it between Ray sessions of one process
+        from rllib_geppo.algorithm.geppo import GePPO
+
+        cls = GePPO
+    elif _global_registry.contains(TRAINABLE_CLASS, name):
+        cls = _global_registry.get(TRAINABLE_CLASS, name)
+    else:
+        known = sorted({*ALGORITHMS, "GePPO", SB3_PPO})
+        raise UserError(
+            f"{where}: unknown algorithm 'run: {name}'.{suggest(name, known)} "
+            f"Registered algorithms include {', '.join(known)}."
+        )
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise UserError(f"{where}: 'run: {name}' is a Tune trainable but not an RLlib Algorithm.")
+    return cls
+
+
+def to_algorithm_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The dict handed to the Algorithm, with two YAML conveniences for the new API stack.
+
+    `model_config` is a read-only property that update_from_dict cannot set; `_model_config` is
+    what `config.rl_module(model_config=...)` sets. `observation_filter: MeanStdFilter` is
+    ignored by the new stack, whose filters are env-to-module connectors, which YAML cannot
+    express (the old stack ignores the connector, so setting it is safe there).
+    """
+    config = dict(config)
+    if "model_config" in config:
+        config["_model_config"] = config.pop("model_config")
+    if config.get("observation_filter") == "MeanStdFilter":
+        config["_env_to_module_connector"] = mean_std_filter
+    return config
+
+
+def mean_std_filter(env: Any = None, spaces: Any = None, device: Any = None) -> Any:
+    """`env_to_module_connector` factory: RLlib's running mean/std observation filter."""
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+    return MeanStdFilter()
