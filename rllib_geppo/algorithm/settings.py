@@ -75,6 +75,45 @@ def _sample_lag(config) -> Rule:
 
 _NO_SCHEDULE = "a constant; schedules are not supported"
 
+
+def _is_schedule(value: Any) -> bool:
+    """RLlib's schedules: [[timestep, value], ...] from timestep 0, timesteps increasing, each
+    value a finite positive number."""
+    if not isinstance(value, list) or not value or not all(
+            isinstance(p, list) and len(p) == 2 and count(0).ok(p[0]) and positive().ok(p[1]) for p in value):
+        return False
+    steps = [p[0] for p in value]
+    return steps[0] == 0 and steps == sorted(steps)
+
+
+def _layer_sizes(model_config: Any) -> bool:
+    """``fcnet_hiddens`` and ``vf_fcnet_hiddens`` (None: the value network takes
+    ``fcnet_hiddens``) of a mapping are lists of layer sizes."""
+    def sizes(value: Any) -> bool:
+        return isinstance(value, list) and all(count(1).ok(h) for h in value)
+
+    return sizes(model_config.get("fcnet_hiddens", [])) and sizes(model_config.get("vf_fcnet_hiddens") or [])
+
+
+#: Rules of RLlib's own settings that hold in every algorithm, PPO's too: RLlib rejects a bad
+#: value only once Ray runs, or with a message that names neither the setting nor a fix. The
+#: command line checks them for any algorithm; GePPO's table below holds GePPO to them as well.
+RLLIB_RULES: dict[str, Rule] = {
+    "num_env_runners": count(0, "0 samples in the driver"),
+    "num_envs_per_env_runner": count(1),
+    "num_learners": count(0, "0: a learner in the driver"),
+    "num_epochs": count(1),
+    "train_batch_size_per_learner": count(1).or_none(),
+    "train_batch_size": count(1),
+    "minibatch_size": count(1).or_none("derived from num_minibatches"),
+    "seed": count(0).or_none(),
+    "lr": Rule(lambda value: positive().ok(value) or _is_schedule(value),
+               "a finite positive number, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
+    "model_config": Rule(lambda value: not isinstance(value, dict) or _layer_sizes(value),
+                         "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes "
+                         "(integers >= 1)"),
+}
+
 #: GePPO's own settings (``.training(...)``); defaults are the paper's.
 GEPPO_SETTINGS: tuple[Setting, ...] = (
     Setting("batch_multiple", 2, count(1),
@@ -162,8 +201,8 @@ RLLIB_SETTINGS: tuple[Setting, ...] = (
     Setting("lambda_", 0.97, between(0, 1), "GAE lambda."),
     Setting("clip_param", 0.2, between(0, 1, low_open=True, high_open=True),
             "eps_PPO; GePPO clips at eps_PPO / E_nu[i + 1] (0.1 by default) around pi_k/mu."),
-    Setting("num_epochs", 10, count(1), "Passes over the whole store per update."),
-    Setting("minibatch_size", None, count(1).or_none("derived from num_minibatches"),
+    Setting("num_epochs", 10, RLLIB_RULES["num_epochs"], "Passes over the whole store per update."),
+    Setting("minibatch_size", None, RLLIB_RULES["minibatch_size"],
             "If set, overrides `num_minibatches`: samples in each learner's slice of a minibatch."),
     Setting("train_batch_size_per_learner", 1024, _at_least_num_minibatches,
             "n, new env steps per iteration (and learner).", reads=("num_minibatches",)),
@@ -172,11 +211,11 @@ RLLIB_SETTINGS: tuple[Setting, ...] = (
     Setting("grad_clip_by", "global_norm", one_of(CLIP_BY), "How `grad_clip` clips (RLlib's)."),
     Setting("entropy_coeff", 0.0, at_least(0).because(_NO_SCHEDULE),
             "Subtracts this times the weighted mean entropy (nats) from each minibatch's policy loss."),
-    Setting("num_env_runners", 1, count(0, "0 samples in the driver"), "EnvRunner processes."),
-    Setting("num_envs_per_env_runner", 2, count(1),
+    Setting("num_env_runners", 1, RLLIB_RULES["num_env_runners"], "EnvRunner processes."),
+    Setting("num_envs_per_env_runner", 2, RLLIB_RULES["num_envs_per_env_runner"],
             "Envs stepped together on each EnvRunner (1 is the paper's single env)."),
-    Setting("num_learners", 0, count(0, "0: a learner in the driver"), "Learner processes."),
-    Setting("seed", None, count(0).or_none(), "The trial's seed; None draws one."),
+    Setting("num_learners", 0, RLLIB_RULES["num_learners"], "Learner processes."),
+    Setting("seed", None, RLLIB_RULES["seed"], "The trial's seed; None draws one."),
 )
 
 _NO_KL = ("GePPO has no KL penalty: the clip range (`clip_param`) and the TV-driven policy lr "

@@ -2,20 +2,21 @@
 each key takes, and rules for values that RLlib rejects late or without naming the key.
 
 :class:`ConfigSchema` reads an algorithm's keys from its default AlgorithmConfig and the kinds of
-value from the type hints of its builder methods (training(), ...); :data:`VALUE_RULES` adds the
-ranges. A bad value raises :class:`UserError`, naming the key, the value and the fix.
+value from the type hints of its builder methods (training(), ...); the rules of RLlib's settings
+(``rllib_geppo.algorithm.settings.RLLIB_RULES``) add the ranges. A bad value raises
+:class:`UserError`, naming the key, the value and the fix.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rllib_geppo.algorithm.settings import RLLIB_RULES
 from rllib_geppo.cli.errors import UserError, suggest
 from rllib_geppo.cli.quiet import quiet_rllib
 from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config
@@ -162,55 +163,12 @@ def is_int(value: Any, low: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
-def _is_positive(value: Any) -> bool:
-    return kind(value) == "number" and math.isfinite(value) and value > 0
-
-
-def _is_schedule(value: Any) -> bool:
-    """RLlib's schedules: [[timestep, value], ...] from timestep 0, timesteps increasing."""
-    if not isinstance(value, list) or not value or any(
-        not (isinstance(p, list) and len(p) == 2 and is_int(p[0], 0) and _is_positive(p[1]))
-        for p in value
-    ):
-        return False
-    steps = [p[0] for p in value]
-    return steps[0] == 0 and steps == sorted(steps)
-
-
-def _is_layer_sizes(value: Any) -> bool:
-    """A list of hidden-layer sizes, integers >= 1."""
-    return isinstance(value, list) and all(is_int(h, 1) for h in value)
-
-
-# RLlib settings (of every algorithm) whose bad values RLlib only rejects once Ray runs, or with
-# a message that names neither the key nor a fix: key -> (test, what a good value is).
-VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "num_env_runners": (lambda v: is_int(v, 0), "an integer >= 0 (0 samples in the driver)"),
-    "num_envs_per_env_runner": (lambda v: is_int(v, 1), "an integer >= 1"),
-    "num_learners": (lambda v: is_int(v, 0), "an integer >= 0 (0: a learner in the driver)"),
-    "num_epochs": (lambda v: is_int(v, 1), "an integer >= 1"),
-    "train_batch_size_per_learner": (lambda v: v is None or is_int(v, 1), "an integer >= 1"),
-    "train_batch_size": (lambda v: is_int(v, 1), "an integer >= 1"),
-    "minibatch_size": (lambda v: v is None or is_int(v, 1), "null or an integer >= 1"),
-    "seed": (lambda v: v is None or is_int(v, 0), "null or an integer >= 0"),
-    "lr": (lambda v: _is_positive(v) or _is_schedule(v),
-           "a finite number > 0, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
-    "vf_lr": (_is_positive, "a finite number > 0"),
-    # vf_fcnet_hiddens may be None: the value network then takes fcnet_hiddens.
-    "model_config": (lambda v: not isinstance(v, dict)
-                     or (_is_layer_sizes(v.get("fcnet_hiddens", []))
-                         and _is_layer_sizes(v.get("vf_fcnet_hiddens") or [])),
-                     "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes "
-                     "(integers >= 1)"),
-}
-
-
 def _check_value(key: str, value: Any, where: str) -> None:
-    """The checks of :data:`VALUE_RULES`, where they apply; a UserError names key and fix."""
-    if key in VALUE_RULES:
-        test, good = VALUE_RULES[key]
-        if not test(value):
-            raise UserError(f"{where}: expected {good}, got {describe(value)}. Fix the value.")
+    """The rules RLlib's settings follow in every algorithm (``RLLIB_RULES``), where they apply;
+    a UserError names the key, the value and the fix."""
+    rule = RLLIB_RULES.get(key)
+    if rule is not None and not rule.ok(value):
+        raise UserError(f"{where}: expected {rule.allowed}, got {describe(value)}. Fix the value.")
 
 
 # YAML can only produce these kinds of value; type hints and defaults map onto them.

@@ -44,10 +44,10 @@ def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(local
 
 @pytest.mark.parametrize(("override", "message"), [
     ("num_env_runners=-1", "config key 'num_env_runners': expected an integer >= 0"),
-    ("lr=.inf", "config key 'lr': expected a finite number > 0, or a schedule"),
-    ("vf_lr=-1", "config key 'vf_lr': expected a finite number > 0"),
-    ("seed=0.5", "config key 'seed': expected null or an integer >= 0"),
-    ("lr=[0.1,0.2]", "config key 'lr': expected a finite number > 0, or a schedule"),
+    ("lr=.inf", "config key 'lr': expected a finite positive number, or a schedule"),
+    ("vf_lr=-1", "`vf_lr` must be a finite positive number; got -1"),
+    ("seed=0.5", "config key 'seed': expected None or an integer >= 0"),
+    ("lr=[0.1,0.2]", "config key 'lr': expected a finite positive number, or a schedule"),
     ("model_config.fcnet_hiddens=[64,wide]", "config key 'model_config': expected a mapping whose fcnet_hiddens"),
     ("model_config.vf_fcnet_hiddens=[0]", "fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes"),
     ("policy_weights=[a,b]", "policy weights must be a list of numbers"),
