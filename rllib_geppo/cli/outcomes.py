@@ -20,9 +20,7 @@ from typing import Any
 from rllib_geppo.cli.interrupt import stop_exit_code
 from rllib_geppo.records.result_keys import STEPS_KEY
 
-# The command's warnings, under the logger name they have always been printed with (the pages
-# of docs/ show it).
-log = logging.getLogger("rllib_geppo.cli.main")
+log = logging.getLogger(__name__)
 
 
 def trial_status(trial: Any) -> str:

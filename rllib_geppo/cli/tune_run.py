@@ -28,8 +28,7 @@ from rllib_geppo.cli.stranded import StrandedTrials
 from rllib_geppo.cli.trainables import to_algorithm_config, trainable
 from rllib_geppo.records.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
-# The command's messages, under the logger name they have always been printed with.
-log = logging.getLogger("rllib_geppo.cli.main")
+log = logging.getLogger(__name__)
 
 
 PROGRESS_COLUMNS = {

@@ -19,8 +19,7 @@ from rllib_geppo.cli.quiet import quiet_fds
 from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config, trainable
 from rllib_geppo.records.result_keys import RETURN_KEY
 
-# The logger these checks have always written under, which users' log filters may name.
-log = logging.getLogger("rllib_geppo.cli.experiment_file")
+log = logging.getLogger(__name__)
 
 
 # Top-level result keys that RLlib's new API stack reports every iteration (checked on 2.60);
