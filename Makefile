@@ -43,5 +43,10 @@ $(STAMP): pyproject.toml
 train: $(STAMP)
 	$(BIN)/rllib-geppo train file tuned_examples/geppo_hopper.yaml
 
+# ruff first: the format and the lint rules of pyproject.toml, on everything that is Python.
+LINTED := rllib_geppo tests benchmarks tuned_examples
+
 test: $(STAMP)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/ruff check $(LINTED)
 	$(BIN)/python -m pytest tests

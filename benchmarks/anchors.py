@@ -42,11 +42,11 @@ import time
 import ray
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
+from scaling import sampling_rate, scaling_row
+from timing import median, record_calls
 
 from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings, build_model
 from rllib_geppo.presets import SCALE
-from scaling import sampling_rate, scaling_row
-from timing import median, record_calls
 
 logger = logging.getLogger("benchmarks.anchors")
 
@@ -58,24 +58,38 @@ SB3_BATCH = 2048
 
 def rllib_ppo(env: str, envs_per_runner: int) -> PPOConfig:
     """RLlib's PPO at its MuJoCo benchmark settings (rllib/tuned_examples/ppo/benchmark_ppo_mujoco.py)."""
-    return (PPOConfig().environment(env)
-            .env_runners(num_env_runners=1, num_envs_per_env_runner=envs_per_runner,
-                         rollout_fragment_length=512)
-            .learners(num_learners=0)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh",
-                                     "vf_share_layers": True})
-            .training(train_batch_size_per_learner=PPO_BATCH, minibatch_size=4096, num_epochs=15,
-                      lr=3e-4, gamma=0.99, lambda_=0.95, vf_loss_coeff=0.01))
+    return (
+        PPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=envs_per_runner, rollout_fragment_length=512)
+        .learners(num_learners=0)
+        .rl_module(
+            model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": True}
+        )
+        .training(
+            train_batch_size_per_learner=PPO_BATCH,
+            minibatch_size=4096,
+            num_epochs=15,
+            lr=3e-4,
+            gamma=0.99,
+            lambda_=0.95,
+            vf_loss_coeff=0.01,
+        )
+    )
 
 
 def measure_geppo(env: str, preset: dict, seconds: float) -> dict:
-    row = scaling_row(env, 1, GEPPO_N, 2, gpu=False, seconds=seconds, overlap=True,
-                      compile_learner=True, preset=preset)
+    row = scaling_row(
+        env, 1, GEPPO_N, 2, gpu=False, seconds=seconds, overlap=True, compile_learner=True, preset=preset
+    )
     learner_per_step = row["seconds"][1] / GEPPO_N
     # Overlapped: the slower of N EnvRunners' sampling and the learner sets the pace.
-    return {"sampling": row["sampling only"], "learner_s_per_1k": learner_per_step * 1000,
-            "training": row["training"],
-            "predicted": [min(n * row["sampling only"], 1 / learner_per_step) for n in RUNNERS]}
+    return {
+        "sampling": row["sampling only"],
+        "learner_s_per_1k": learner_per_step * 1000,
+        "training": row["training"],
+        "predicted": [min(n * row["sampling only"], 1 / learner_per_step) for n in RUNNERS],
+    }
 
 
 def measure_rllib_ppo(env: str, seconds: float, iterations: int) -> dict:
@@ -95,9 +109,13 @@ def measure_rllib_ppo(env: str, seconds: float, iterations: int) -> dict:
         logger.info("RLlib PPO, %d envs per EnvRunner: %.0f env steps/s sampling", envs, rates[envs])
     learner_per_step = median(learner) / PPO_BATCH
     # Synchronous: N EnvRunners, each stepping 32 / N envs, sample; then the learner learns.
-    return {"sampling": rates[32], "learner_s_per_1k": learner_per_step * 1000,
-            "training": training, "sampling_by_envs": rates,
-            "predicted": [1 / (1 / (n * rates[32 // n]) + learner_per_step) for n in RUNNERS]}
+    return {
+        "sampling": rates[32],
+        "learner_s_per_1k": learner_per_step * 1000,
+        "training": training,
+        "sampling_by_envs": rates,
+        "predicted": [1 / (1 / (n * rates[32 // n]) + learner_per_step) for n in RUNNERS],
+    }
 
 
 def measure_sb3(env: str, updates: int) -> dict | None:
@@ -116,8 +134,10 @@ def measure_sb3(env: str, updates: int) -> dict | None:
     elapsed = time.perf_counter() - start
     model.get_env().close()
     # One env in a subprocess: the time of a vector step when the env has a core of its own.
-    single = build_model(SB3PPOSettings(**{**settings, "num_envs_per_env_runner": 1,
-                                           "train_batch_size": SB3_BATCH}), vec_env_cls=SubprocVecEnv)
+    single = build_model(
+        SB3PPOSettings(**{**settings, "num_envs_per_env_runner": 1, "train_batch_size": SB3_BATCH}),
+        vec_env_cls=SubprocVecEnv,
+    )
     single.train = lambda: None  # rollouts only
     single.learn(SB3_BATCH)
     start = time.perf_counter()
@@ -127,14 +147,19 @@ def measure_sb3(env: str, updates: int) -> dict | None:
     learner_per_step = sum(learner) / (updates * SB3_BATCH)
     bound = 16 / vector_step
     # No EnvRunners: its 16 envs at their bound, then its learner, whatever N.
-    return {"sampling": updates * SB3_BATCH / (elapsed - sum(learner)),
-            "learner_s_per_1k": learner_per_step * 1000,
-            "training": updates * SB3_BATCH / elapsed, "sampling_bound": bound,
-            "predicted": [1 / (1 / bound + learner_per_step)] * len(RUNNERS)}
+    return {
+        "sampling": updates * SB3_BATCH / (elapsed - sum(learner)),
+        "learner_s_per_1k": learner_per_step * 1000,
+        "training": updates * SB3_BATCH / elapsed,
+        "sampling_bound": bound,
+        "predicted": [1 / (1 / bound + learner_per_step)] * len(RUNNERS),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per sampling figure")
     parser.add_argument("--iterations", type=int, default=3, help="timed RLlib PPO iterations")
@@ -143,27 +168,39 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    figures = {"GePPO, paper's settings": measure_geppo(args.env, {}, args.seconds),
-               "GePPO, preset": measure_geppo(args.env, SCALE, args.seconds),
-               "RLlib PPO": measure_rllib_ppo(args.env, args.seconds, args.iterations)}
+    figures = {
+        "GePPO, paper's settings": measure_geppo(args.env, {}, args.seconds),
+        "GePPO, preset": measure_geppo(args.env, SCALE, args.seconds),
+        "RLlib PPO": measure_rllib_ppo(args.env, args.seconds, args.iterations),
+    }
     ray.shutdown()
     sb3 = measure_sb3(args.env, args.sb3_updates)
     if sb3 is not None:
         figures["SB3 PPO, 16 envs"] = sb3
-    print(f"\n{args.env}; {os.cpu_count()} CPU cores; learners on 1 thread; torch {torch.__version__}, "
-          f"ray {ray.__version__}")
-    print(f"{'':26s}{'sampling (env steps/s)':>24s}{'learner s/1k steps':>20s}{'training here':>15s}"
-          + "".join(f"{f'N={n} (pred.)':>14s}" for n in RUNNERS))
+    print(
+        f"\n{args.env}; {os.cpu_count()} CPU cores; learners on 1 thread; torch {torch.__version__}, "
+        f"ray {ray.__version__}"
+    )
+    print(
+        f"{'':26s}{'sampling (env steps/s)':>24s}{'learner s/1k steps':>20s}{'training here':>15s}"
+        + "".join(f"{f'N={n} (pred.)':>14s}" for n in RUNNERS)
+    )
     for name, f in figures.items():
-        print(f"{name:26s}{f['sampling']:24,.0f}{f['learner_s_per_1k']:20.3f}{f['training']:15,.0f}"
-              + "".join(f"{rate:14,.0f}" for rate in f["predicted"]))
+        print(
+            f"{name:26s}{f['sampling']:24,.0f}{f['learner_s_per_1k']:20.3f}{f['training']:15,.0f}"
+            + "".join(f"{rate:14,.0f}" for rate in f["predicted"])
+        )
     ppo = figures["RLlib PPO"]["sampling_by_envs"]
-    print("RLlib PPO's EnvRunner, env steps/s by envs stepped: "
-          + ", ".join(f"{envs}: {rate:,.0f}" for envs, rate in sorted(ppo.items())))
+    print(
+        "RLlib PPO's EnvRunner, env steps/s by envs stepped: "
+        + ", ".join(f"{envs}: {rate:,.0f}" for envs, rate in sorted(ppo.items()))
+    )
     if sb3 is not None:
-        print(f"SB3 PPO's rollouts with 16 envs: {sb3['sampling']:,.0f} env steps/s here, at most "
-              f"{sb3['sampling_bound']:,.0f} with a core per env (its N columns: that bound, with "
-              "its learner)")
+        print(
+            f"SB3 PPO's rollouts with 16 envs: {sb3['sampling']:,.0f} env steps/s here, at most "
+            f"{sb3['sampling_bound']:,.0f} with a core per env (its N columns: that bound, with "
+            "its learner)"
+        )
 
 
 if __name__ == "__main__":

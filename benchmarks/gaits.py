@@ -53,8 +53,7 @@ def rollout(module: RLModule, env: gym.Env, seed: int) -> tuple[float, float]:
     return total, flipped / steps
 
 
-def trial_gaits(roots: list[Path], checkpoint: int,
-                seed: int) -> dict[str, list[tuple[float, bool]]]:
+def trial_gaits(roots: list[Path], checkpoint: int, seed: int) -> dict[str, list[tuple[float, bool]]]:
     """Per experiment, (return, on its back?) of each HalfCheetah trial with a checkpoint."""
     env = gym.make(ENV)
     gaits: dict[str, list[tuple[float, bool]]] = defaultdict(list)
@@ -76,8 +75,9 @@ def mean_se(values: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("roots", nargs="+", type=Path)
-    parser.add_argument("--checkpoint", type=int, default=-1,
-                        help="index among a trial's checkpoints (-1: the last)")
+    parser.add_argument(
+        "--checkpoint", type=int, default=-1, help="index among a trial's checkpoints (-1: the last)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the episode's reset seed")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -88,8 +88,10 @@ def main() -> None:
         back = np.array([b for _, b in rows])
         share = back.mean()
         share_se = math.sqrt(share * (1 - share) / len(rows))
-        print(f"| {variant} | {len(rows)} | {share:.0%} ± {share_se:.0%} | {mean_se(returns)} "
-              f"| {mean_se(returns[~back])} | {mean_se(returns[back])} |")
+        print(
+            f"| {variant} | {len(rows)} | {share:.0%} ± {share_se:.0%} | {mean_se(returns)} "
+            f"| {mean_se(returns[~back])} | {mean_se(returns[back])} |"
+        )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ pass, a global-norm clip of 0.5 on the policy, and Adam, on one CPU thread:
 - **GePPO learner**: ``GePPOTorchLearner.run_epochs`` (what every update runs: per-epoch shuffle,
   sliced minibatches, the non-finite guard, metrics once per update);
 - **GePPO learner, compiled**: the same with ``compile_learner=True`` (forward, loss, backward,
-  clip and finite check compiled by inductor as one graph; only the fused Adam step eager); the time its first update took to compile
-  is printed, with the number of updates it takes to repay it at the measured saving;
+  clip and finite check compiled by inductor as one graph; only the fused Adam step eager); the
+  time its first update took to compile is printed, with the number of updates it takes to
+  repay it at the measured saving;
 - **eager, fused Adam**: the same step written plainly in torch with the fused Adam the learner
   uses: the floor;
 - **eager, default Adam**: the same with ``torch.optim.Adam``'s defaults, as CleanRL writes it.
@@ -47,21 +48,41 @@ EPOCHS, MINIBATCHES, STORE = 10, 32, 4 * 1024
 
 def random_layout(env: gym.Env, rng: np.random.Generator) -> dict:
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
-    segments = [Segment(obs=rng.normal(size=(257, obs_dim)), actions=rng.normal(size=(256, act_dim)),
-                        rewards=rng.normal(size=256), behaviour_logp=rng.normal(-3, 0.5, size=256),
-                        versions=np.full(256, version), terminated=False)
-                for version in range(4) for _ in range(STORE // 4 // 256)]
+    segments = [
+        Segment(
+            obs=rng.normal(size=(257, obs_dim)),
+            actions=rng.normal(size=(256, act_dim)),
+            rewards=rng.normal(size=256),
+            behaviour_logp=rng.normal(-3, 0.5, size=256),
+            versions=np.full(256, version),
+            terminated=False,
+        )
+        for version in range(4)
+        for _ in range(STORE // 4 // 256)
+    ]
     return lay_out(segments)
 
 
-def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: bool = False,
-                             gpu: bool = False) -> callable:
-    learner = (GePPOConfig().environment(env.spec.id).training(compile_learner=compile_learner)
-               .learners(num_gpus_per_learner=int(gpu)).build_learner(env=env))
-    inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={v: 1.0 for v in range(4)},
-                          reward_scale=1.0, obs_mean=np.zeros(layout["obs"].shape[1]),
-                          obs_std=np.ones(layout["obs"].shape[1]), minibatches_per_epoch=MINIBATCHES,
-                          shuffle_seed=0)
+def learner_seconds_per_step(
+    env: gym.Env, layout: dict, *, compile_learner: bool = False, gpu: bool = False
+) -> callable:
+    learner = (
+        GePPOConfig()
+        .environment(env.spec.id)
+        .training(compile_learner=compile_learner)
+        .learners(num_gpus_per_learner=int(gpu))
+        .build_learner(env=env)
+    )
+    inputs = UpdateInputs(
+        policy_lr=3e-4,
+        clip_eps=0.1,
+        weights_by_version={v: 1.0 for v in range(4)},
+        reward_scale=1.0,
+        obs_mean=np.zeros(layout["obs"].shape[1]),
+        obs_std=np.ones(layout["obs"].shape[1]),
+        minibatches_per_epoch=MINIBATCHES,
+        shuffle_seed=0,
+    )
     data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
 
     def measure() -> float:
@@ -78,8 +99,13 @@ def learner_seconds_per_step(env: gym.Env, layout: dict, *, compile_learner: boo
 
 def eager_seconds_per_step(obs_dim: int, act_dim: int, *, fused: bool) -> callable:
     def mlp(out: int, gain: float) -> torch.nn.Sequential:
-        net = torch.nn.Sequential(torch.nn.Linear(obs_dim, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64),
-                                  torch.nn.Tanh(), torch.nn.Linear(64, out))
+        net = torch.nn.Sequential(
+            torch.nn.Linear(obs_dim, 64),
+            torch.nn.Tanh(),
+            torch.nn.Linear(64, 64),
+            torch.nn.Tanh(),
+            torch.nn.Linear(64, out),
+        )
         for layer, g in zip(net[::2], (math.sqrt(2), math.sqrt(2), gain)):
             torch.nn.init.orthogonal_(layer.weight, g)
             torch.nn.init.zeros_(layer.bias)
@@ -88,7 +114,9 @@ def eager_seconds_per_step(obs_dim: int, act_dim: int, *, fused: bool) -> callab
     pi, vf, log_std = mlp(act_dim, 0.01), mlp(1, 1.0), torch.nn.Parameter(torch.zeros(act_dim))
     policy_params = [*pi.parameters(), log_std]
     if fused:
-        optimizer = torch.optim.Adam([{"params": policy_params}, {"params": vf.parameters()}], lr=3e-4, fused=True)
+        optimizer = torch.optim.Adam(
+            [{"params": policy_params}, {"params": vf.parameters()}], lr=3e-4, fused=True
+        )
     else:
         optimizer = torch.optim.Adam([*policy_params, *vf.parameters()], lr=3e-4)
     g = torch.Generator().manual_seed(0)
@@ -121,7 +149,9 @@ def eager_seconds_per_step(obs_dim: int, act_dim: int, *, fused: bool) -> callab
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--gpu", action="store_true", help="also run the GePPO learner on the CUDA device")
@@ -139,7 +169,9 @@ def main() -> None:
     eager_twin = {"GePPO learner, compiled": "GePPO learner"}  # compiled side -> its eager side
     if args.gpu:
         sides["GePPO learner, GPU"] = learner_seconds_per_step(env, layout, gpu=True)
-        sides["GePPO learner, GPU, compiled"] = learner_seconds_per_step(env, layout, compile_learner=True, gpu=True)
+        sides["GePPO learner, GPU, compiled"] = learner_seconds_per_step(
+            env, layout, compile_learner=True, gpu=True
+        )
         eager_twin["GePPO learner, GPU, compiled"] = "GePPO learner, GPU"
     for measure in sides.values():  # warm-up (compiles)
         measure()
@@ -149,11 +181,15 @@ def main() -> None:
             times[name].append(measure())
     medians = {name: statistics.median(values) for name, values in times.items()}
     floor, eager = medians["eager, fused Adam"], medians["GePPO learner"]
-    print(f"{args.env}: ms per minibatch step (minibatch {STORE // MINIBATCHES}, median of "
-          f"{args.rounds} rounds x {EPOCHS * MINIBATCHES} steps, 1 thread, torch {torch.__version__})")
+    print(
+        f"{args.env}: ms per minibatch step (minibatch {STORE // MINIBATCHES}, median of "
+        f"{args.rounds} rounds x {EPOCHS * MINIBATCHES} steps, 1 thread, torch {torch.__version__})"
+    )
     for name, median in medians.items():
-        print(f"  {name:30s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor   "
-              f"x{eager / median:.2f} the eager learner's speed")
+        print(
+            f"  {name:30s} {median * 1e3:7.3f}   x{median / floor:.2f} of the floor   "
+            f"x{eager / median:.2f} the eager learner's speed"
+        )
     for name, eager_name in eager_twin.items():
         saved = (medians[eager_name] - medians[name]) * EPOCHS * MINIBATCHES
         print_compile_cost(name, sides[name].step, saved=saved)
@@ -165,8 +201,10 @@ def print_compile_cost(name: str, step: CompiledStep, *, saved: float) -> None:
         print(f"  {name}: fell back to eager (see the warning above)")
         return
     repaid = f"{step.compile_seconds / saved:.0f} updates" if saved > 0 else "never"
-    print(f"  {name}: compiling took {step.compile_seconds:.1f} s ({step.graphs_compiled} graph); it "
-          f"saves {saved:.3f} s per update of {EPOCHS * MINIBATCHES} steps, repaid after {repaid}")
+    print(
+        f"  {name}: compiling took {step.compile_seconds:.1f} s ({step.graphs_compiled} graph); it "
+        f"saves {saved:.3f} s per update of {EPOCHS * MINIBATCHES} steps, repaid after {repaid}"
+    )
 
 
 if __name__ == "__main__":

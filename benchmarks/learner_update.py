@@ -45,11 +45,14 @@ SETTINGS = {
 
 def filled(env: str, n: int, setting: dict, *, seed: int = 0):
     """An Algorithm with ``setting`` whose store is full and whose gradient step is compiled."""
-    algo = (GePPOConfig().environment(env)
-            .env_runners(num_env_runners=0, num_envs_per_env_runner=max(1, n // 512))
-            .training(train_batch_size_per_learner=n, overlap_sampling=False, compile_learner=True,
-                      **setting)
-            .debugging(seed=seed).build_algo())
+    algo = (
+        GePPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=max(1, n // 512))
+        .training(train_batch_size_per_learner=n, overlap_sampling=False, compile_learner=True, **setting)
+        .debugging(seed=seed)
+        .build_algo()
+    )
     for _ in range(len(algo.stores.nu) + 1):
         algo.train()
     return algo
@@ -63,12 +66,19 @@ def seconds_per_update(algo) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--n", type=int, default=1024, help="new env steps per iteration")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--only", nargs="+", choices=tuple(SETTINGS), default=tuple(SETTINGS),
-                        help="time only these settings (the paper's is always timed: the ratios' base)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=tuple(SETTINGS),
+        default=tuple(SETTINGS),
+        help="time only these settings (the paper's is always timed: the ratios' base)",
+    )
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     torch.set_num_threads(1)
@@ -79,13 +89,16 @@ def main() -> None:
         for name, algo in algos.items():
             times[name].append(seconds_per_update(algo))
     paper = statistics.median(times[PAPER])
-    print(f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos[PAPER].nu)} x n; "
-          f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}")
+    print(
+        f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos[PAPER].nu)} x n; "
+        f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}"
+    )
     print(f"  {'setting':22s}{'steps/update':>14}{'ms/update':>11}{'s per 1k env steps':>20}{'vs paper':>10}")
     for name, algo in algos.items():
         median = statistics.median(times[name])
         steps = algo.config.num_epochs * algo.stores.update_inputs(DEFAULT_MODULE_ID).minibatches_per_epoch
-        print(f"  {name:22s}{steps:>14}{median * 1e3:>11.1f}{median / args.n * 1e3:>20.4f}{paper / median:>9.1f}x")
+        per_step = median / args.n * 1e3
+        print(f"  {name:22s}{steps:>14}{median * 1e3:>11.1f}{per_step:>20.4f}{paper / median:>9.1f}x")
     for algo in algos.values():
         algo.stop()
 

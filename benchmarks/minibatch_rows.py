@@ -29,11 +29,15 @@ from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 
 def minibatch(rows: int, obs_dim: int, act_dim: int, device: torch.device) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(rows)
-    data = {C.OBS: torch.randn(rows, obs_dim, generator=g), C.ACTIONS: torch.randn(rows, act_dim, generator=g),
-            C.BEHAVIOUR_LOGP: torch.randn(rows, generator=g) - act_dim,
-            C.CENTER: torch.exp(0.1 * torch.randn(rows, generator=g)),
-            C.ADVANTAGES: torch.randn(rows, generator=g), C.VALUE_TARGETS: torch.randn(rows, generator=g),
-            C.SAMPLE_WEIGHTS: torch.rand(rows, generator=g) + 0.5}
+    data = {
+        C.OBS: torch.randn(rows, obs_dim, generator=g),
+        C.ACTIONS: torch.randn(rows, act_dim, generator=g),
+        C.BEHAVIOUR_LOGP: torch.randn(rows, generator=g) - act_dim,
+        C.CENTER: torch.exp(0.1 * torch.randn(rows, generator=g)),
+        C.ADVANTAGES: torch.randn(rows, generator=g),
+        C.VALUE_TARGETS: torch.randn(rows, generator=g),
+        C.SAMPLE_WEIGHTS: torch.rand(rows, generator=g) + 0.5,
+    }
     return {name: tensor.to(device) for name, tensor in data.items()}
 
 
@@ -47,10 +51,16 @@ def learner(env: gym.Env, device: str, mode: str):
     """A GePPO learner on ``device`` whose gradient step runs as ``mode`` ("eager", "compiled"
     or "cuda-graph": compiled, each shape's step replayed as a CUDA graph)."""
     gpus = 1 if device == "cuda" else 0
-    return (GePPOConfig().environment(env.spec.id)
-            .learners(num_gpus_per_learner=gpus,
-                      learner_class=CudaGraphLearner if mode == "cuda-graph" else GePPOTorchLearner)
-            .training(compile_learner=mode != "eager").build_learner(env=env))
+    return (
+        GePPOConfig()
+        .environment(env.spec.id)
+        .learners(
+            num_gpus_per_learner=gpus,
+            learner_class=CudaGraphLearner if mode == "cuda-graph" else GePPOTorchLearner,
+        )
+        .training(compile_learner=mode != "eager")
+        .build_learner(env=env)
+    )
 
 
 def ms_per_step(learner, data: dict[str, torch.Tensor], steps: int) -> float:
@@ -90,7 +100,9 @@ def main() -> None:
         for rows in args.rows:
             try:
                 step_learner = learner(env, device, mode)
-                ms = ms_per_step(step_learner, minibatch(rows, obs_dim, act_dim, step_learner.device), args.steps)
+                ms = ms_per_step(
+                    step_learner, minibatch(rows, obs_dim, act_dim, step_learner.device), args.steps
+                )
                 step = step_learner.gradient_step(DEFAULT_MODULE_ID)
                 fell_back = mode != "eager" and not step.compiled  # a failed compile runs eagerly
                 figures.append(f"{ms:.2f}" + (" (eager: compile failed)" if fell_back else ""))

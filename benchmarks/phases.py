@@ -24,8 +24,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from rllib_geppo.sampling.staggered_starts import num_training_envs
 from rllib_geppo.report.trials import find_trial_dirs, load_trial, read_results
+from rllib_geppo.sampling.staggered_starts import num_training_envs
 
 FIRST_UPDATE = 20  # skip the first iterations, where the moving average is still climbing
 WINDOW = 9  # iterations in the moving average the metric is compared with
@@ -58,7 +58,8 @@ def trial_profiles(roots: list[Path], metric: str, bins: int) -> dict[str, list[
         num_envs = num_training_envs(config["num_env_runners"], config["num_envs_per_env_runner"])
         time_limit = gym.spec(trial.env).max_episode_steps
         profiles[f"{trial.variant} {trial.env}"].append(
-            phase_profile(rows, metric, num_envs, time_limit, bins))
+            phase_profile(rows, metric, num_envs, time_limit, bins)
+        )
     return profiles
 
 
@@ -69,8 +70,10 @@ def main() -> None:
     parser.add_argument("--bins", type=int, default=8)
     args = parser.parse_args()
     profiles = trial_profiles(args.roots, args.metric, args.bins)
-    print(f"{args.metric} / its {WINDOW}-iteration moving average, by the envs' phase "
-          f"(bins of 1/{args.bins} of the time limit, the newest stored batch's end)")
+    print(
+        f"{args.metric} / its {WINDOW}-iteration moving average, by the envs' phase "
+        f"(bins of 1/{args.bins} of the time limit, the newest stored batch's end)"
+    )
     for label, rows in sorted(profiles.items()):
         rows = np.array(rows)
         mean, se = np.nanmean(rows, 0), np.nanstd(rows, 0, ddof=1) / np.sqrt(len(rows))

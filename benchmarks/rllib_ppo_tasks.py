@@ -74,8 +74,12 @@ def config(task: str, algorithm: str) -> PPOConfig:
     if algorithm == "GePPO":
         cfg = GePPOConfig()
     else:
-        cfg = PPOConfig().training(lr=3e-4, num_epochs=6, vf_loss_coeff=0.01,
-                                   entropy_coeff=0.01 if task.startswith("MinAtar") else 0.0)
+        cfg = PPOConfig().training(
+            lr=3e-4,
+            num_epochs=6,
+            vf_loss_coeff=0.01,
+            entropy_coeff=0.01 if task.startswith("MinAtar") else 0.0,
+        )
     cfg = cfg.environment(task).env_runners(num_env_runners=1)
     if algorithm == "PPO" and task == "CartPoleDict":
         # RLlib's PPO needs the flattening connector its Dict-observation example uses; GePPO adds it.
@@ -90,13 +94,21 @@ def run(task: str, algorithm: str, seeds: list[int], storage: Path, steps: int |
     name = f"{task.replace('/', '-')}-{algorithm}"
     steps = steps or TASKS[task][0]
     if (storage / name).exists() and tune.Tuner.can_restore(str(storage / name)):
-        tuner = tune.Tuner.restore(str(storage / name), trainable=algorithm, resume_unfinished=True,
-                                   restart_errored=True)
+        tuner = tune.Tuner.restore(
+            str(storage / name), trainable=algorithm, resume_unfinished=True, restart_errored=True
+        )
     else:
         param_space = config(task, algorithm).debugging(seed=tune.grid_search(seeds))
-        tuner = tune.Tuner(algorithm, param_space=param_space, run_config=tune.RunConfig(
-            name=name, storage_path=str(storage.resolve()),
-            stop={"num_env_steps_sampled_lifetime": steps}, verbose=1))
+        tuner = tune.Tuner(
+            algorithm,
+            param_space=param_space,
+            run_config=tune.RunConfig(
+                name=name,
+                storage_path=str(storage.resolve()),
+                stop={"num_env_steps_sampled_lifetime": steps},
+                verbose=1,
+            ),
+        )
     tuner.fit()
 
 

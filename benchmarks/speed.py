@@ -22,26 +22,46 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import ray
 from ray.rllib.algorithms.ppo import PPOConfig
+from timing import record_calls
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings, build_model
-from timing import record_calls
 
 logger = logging.getLogger("benchmarks.speed")
 
 
 def rllib_ppo(env: str) -> PPOConfig:
     """RLlib's PPO with the paper's PPO settings."""
-    return (PPOConfig().environment(env).env_runners(num_env_runners=1)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh",
-                                     "vf_share_layers": False, "free_log_std": True})
-            .training(lr=3e-4, gamma=0.995, lambda_=0.97, clip_param=0.2, num_epochs=10,
-                      train_batch_size_per_learner=2048, minibatch_size=64, use_kl_loss=False,
-                      entropy_coeff=0.0, vf_clip_param=float("inf"), grad_clip=0.5))
+    return (
+        PPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=1)
+        .rl_module(
+            model_config={
+                "fcnet_hiddens": [64, 64],
+                "fcnet_activation": "tanh",
+                "vf_share_layers": False,
+                "free_log_std": True,
+            }
+        )
+        .training(
+            lr=3e-4,
+            gamma=0.995,
+            lambda_=0.97,
+            clip_param=0.2,
+            num_epochs=10,
+            train_batch_size_per_learner=2048,
+            minibatch_size=64,
+            use_kl_loss=False,
+            entropy_coeff=0.0,
+            vf_clip_param=float("inf"),
+            grad_clip=0.5,
+        )
+    )
 
 
 def one_env(config: GePPOConfig) -> GePPOConfig:
@@ -53,19 +73,26 @@ def one_env(config: GePPOConfig) -> GePPOConfig:
 def systems(env: str) -> dict[str, Callable | None]:
     return {
         "GePPO defaults (overlapped, 2 envs)": lambda: GePPOConfig().environment(env),
-        "GePPO defaults, eager learner": lambda: GePPOConfig().environment(env).training(
-            compile_learner=False),
+        "GePPO defaults, eager learner": lambda: (
+            GePPOConfig().environment(env).training(compile_learner=False)
+        ),
         "GePPO overlapped, 1 env": lambda: one_env(GePPOConfig().environment(env)),
-        "GePPO sync, 1 env": lambda: one_env(GePPOConfig().environment(env)).training(
-            overlap_sampling=False),
-        "GePPO sync, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=8).training(overlap_sampling=False),
-        "GePPO overlapped, 4 envs": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=4),
-        "GePPO overlapped, 8 envs": lambda: GePPOConfig().environment(env).env_runners(
-            num_envs_per_env_runner=8),
+        "GePPO sync, 1 env": lambda: one_env(GePPOConfig().environment(env)).training(overlap_sampling=False),
+        "GePPO sync, 8 envs": lambda: (
+            GePPOConfig()
+            .environment(env)
+            .env_runners(num_envs_per_env_runner=8)
+            .training(overlap_sampling=False)
+        ),
+        "GePPO overlapped, 4 envs": lambda: (
+            GePPOConfig().environment(env).env_runners(num_envs_per_env_runner=4)
+        ),
+        "GePPO overlapped, 8 envs": lambda: (
+            GePPOConfig().environment(env).env_runners(num_envs_per_env_runner=8)
+        ),
         "PPO baseline (this project, 1 env)": lambda: one_env(GePPOConfig().environment(env)).training(
-            sample_reuse=False, adaptive_lr=False),
+            sample_reuse=False, adaptive_lr=False
+        ),
         "RLlib PPO": lambda: rllib_ppo(env),
         "SB3 PPO": None,
     }
@@ -83,8 +110,10 @@ def measure_rllib(config, steps: int, warmup: int) -> dict[str, float]:
         sampled = algo.train()["num_env_steps_sampled_lifetime"]
     elapsed = time.perf_counter() - start
     algo.stop()
-    return {"env_steps_per_s": (sampled - start_steps) / elapsed,
-            "learner_s_per_1k": sum(learner_seconds) / (sampled - start_steps) * 1000}
+    return {
+        "env_steps_per_s": (sampled - start_steps) / elapsed,
+        "learner_s_per_1k": sum(learner_seconds) / (sampled - start_steps) * 1000,
+    }
 
 
 def measure_sb3(env: str, steps: int) -> dict[str, float] | None:
@@ -103,7 +132,9 @@ def measure_sb3(env: str, steps: int) -> dict[str, float] | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--steps", type=int, default=20480, help="measured env steps per system")
     parser.add_argument("--warmup", type=int, default=12, help="RLlib iterations before measuring")
@@ -115,7 +146,11 @@ def main() -> None:
     for name, build in systems(args.env).items():
         if args.only and name not in args.only:
             continue
-        result = measure_sb3(args.env, args.steps) if build is None else measure_rllib(build(), args.steps, args.warmup)
+        result = (
+            measure_sb3(args.env, args.steps)
+            if build is None
+            else measure_rllib(build(), args.steps, args.warmup)
+        )
         if result is not None:
             figures[name] = result
             logger.info("%s: %s", name, result)

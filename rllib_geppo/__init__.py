@@ -10,7 +10,8 @@ import ray
 from ray.tune.registry import register_trainable
 
 from rllib_geppo.algorithm import GePPO, GePPOConfig
-from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, sb3_ppo
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
+from rllib_geppo.baselines.sb3_ppo import sb3_ppo
 from rllib_geppo.deployment.saved_policy import SavedPolicy
 from rllib_geppo.examples.minatar import register_minatar
 from rllib_geppo.records import moved_modules

@@ -4,8 +4,9 @@ both API stacks are held to, and waiting on a command a test runs in its own pro
 import math
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,19 @@ DOCS = REPO / "docs"
 TUNED_EXAMPLES = REPO / "tuned_examples"
 
 #: GePPO's per-iteration learner metrics, the same on both API stacks.
-METRICS = ["tv", "tv_target", "policy_lr", "clip_eps", "num_policies", "effective_sample_size",
-           "clip_fraction", "policy_loss", "vf_loss", "entropy", "mean_kl"]
+METRICS = [
+    "tv",
+    "tv_target",
+    "policy_lr",
+    "clip_eps",
+    "num_policies",
+    "effective_sample_size",
+    "clip_fraction",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "mean_kl",
+]
 
 
 def check_run_metrics(results: list[dict], stats: list[dict], batch_size: int) -> None:
@@ -43,14 +55,20 @@ def check_lr_rule(stats: list[dict]) -> None:
     assert stats[0]["policy_lr"] == pytest.approx(3e-4)
 
 
-def wait_until(found: Callable[[], Any], proc: subprocess.Popen, what: str,
-               log: Path | None = None, timeout_s: float = 300) -> Any:
+def wait_until(
+    found: Callable[[], Any],
+    proc: subprocess.Popen,
+    what: str,
+    log: Path | None = None,
+    timeout_s: float = 300,
+) -> Any:
     """Polls `found` until it returns something true, while the command runs (output in `log`);
     returns that value. `timeout_s` bounds the test; it is no timing assertion."""
     deadline = time.monotonic() + timeout_s
     while not (value := found()):
-        assert proc.poll() is None, (log.read_text()[-3000:] if log else
-                                     f"the run ended (exit {proc.returncode}) before {what}")
+        assert proc.poll() is None, (
+            log.read_text()[-3000:] if log else f"the run ended (exit {proc.returncode}) before {what}"
+        )
         assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
         time.sleep(0.2)
     return value

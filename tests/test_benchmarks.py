@@ -24,9 +24,11 @@ FILES = sorted(BENCHMARKS.glob("*.py"))
 
 def has_main_guard(tree: ast.Module) -> bool:
     """Whether the module has an ``if __name__ == "__main__":`` block at its top level."""
-    return any(isinstance(node, ast.If) and ast.unparse(node.test) in ('__name__ == "__main__"',
-                                                                     "__name__ == '__main__'")
-               for node in tree.body)
+    return any(
+        isinstance(node, ast.If)
+        and ast.unparse(node.test) in ('__name__ == "__main__"', "__name__ == '__main__'")
+        for node in tree.body
+    )
 
 
 def imported_names(tree: ast.Module) -> set[str]:
@@ -65,6 +67,9 @@ def test_a_benchmark_imports_and_runs_only_as_a_script(path: Path, benchmarks_on
     tree = ast.parse(path.read_text())
     if callable(getattr(module, "main", None)) or has_main_guard(tree):
         return
-    users = [other.name for other in FILES
-             if other != path and path.stem in imported_names(ast.parse(other.read_text()))]
-    assert users, f"{path.name} has neither a main function nor an `if __name__ == \"__main__\":` block"
+    users = [
+        other.name
+        for other in FILES
+        if other != path and path.stem in imported_names(ast.parse(other.read_text()))
+    ]
+    assert users, f'{path.name} has neither a main function nor an `if __name__ == "__main__":` block'

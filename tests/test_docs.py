@@ -27,7 +27,8 @@ README = ROOT / "README.md"
 README_MAX_BYTES = 8192
 
 INCLUDE = re.compile(
-    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table(?:-[1-9]\d*)?))? -->\n)(?P<body>.*?)(<!-- end include -->)",
+    r"(<!-- include: (?P<path>[^#\s]+)(?:#(?P<part>table(?:-[1-9]\d*)?))? -->\n)"
+    r"(?P<body>.*?)(<!-- end include -->)",
     re.DOTALL,
 )
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -87,7 +88,8 @@ def test_included_blocks_equal_their_files(page):
         assert (ROOT / match["path"]).is_file(), f"{page.name}: include of a missing file {match['path']}"
         assert match["body"] == included_text(match["path"], match["part"]), (
             f"{page.name}: the block included from {match['path']} differs from the file; "
-            "run `python tests/test_docs.py --update`")
+            "run `python tests/test_docs.py --update`"
+        )
 
 
 def test_pages_with_results_include_the_report_tables():
@@ -109,7 +111,9 @@ def anchors(page: Path) -> set[str]:
 
 @pytest.mark.parametrize("page", user_pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page):
-    for target in relative_links(page) + [page.name + t for t in LINK.findall(page.read_text(encoding="utf-8")) if t.startswith("#")]:
+    for target in relative_links(page) + [
+        page.name + t for t in LINK.findall(page.read_text(encoding="utf-8")) if t.startswith("#")
+    ]:
         path, _, anchor = target.partition("#")
         assert (page.parent / path).exists(), f"{page.relative_to(ROOT)}: broken link {target}"
         if anchor and path.endswith(".md"):
@@ -127,8 +131,11 @@ def test_no_words_about_how_the_project_was_made(path):
 REPO_PATH = re.compile(r"\b((?:rllib_geppo|tests|benchmarks)/[\w/]+\.(?:py|sh))\b")
 
 
-@pytest.mark.parametrize("page", [p for p in user_pages() if p.name != "CHANGELOG.md"],  # history
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page",
+    [p for p in user_pages() if p.name != "CHANGELOG.md"],  # history
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_every_file_a_page_names_exists(page):
     for path in REPO_PATH.findall(page.read_text(encoding="utf-8")):
         assert (ROOT / path).exists(), f"{page.relative_to(ROOT)} names {path}, which does not exist"
@@ -138,13 +145,20 @@ def test_every_file_a_page_names_exists(page):
 #: page that holds the measurement). Every value any page quotes must appear on its home page.
 QUOTED_FIGURES = [
     ("the suite's time", r"(?:suite|`make test`) takes about (\d+) min", "CONTRIBUTING.md"),
-    ("a speed against SB3 PPO's", r"(\d\.\d+x)(?: to \d\.\d+x)? SB3 PPO(?:'s)? (?:env steps|here|\()", "docs/speed.md"),
+    (
+        "a speed against SB3 PPO's",
+        r"(\d\.\d+x)(?: to \d\.\d+x)? SB3 PPO(?:'s)? (?:env steps|here|\()",
+        "docs/speed.md",
+    ),
 ]
 
 
 def quoted_figures(pattern: str) -> list[tuple[Path, str]]:
-    return [(page, match.group(1)) for page in product_texts()
-            for match in re.finditer(pattern, page.read_text(encoding="utf-8"))]
+    return [
+        (page, match.group(1))
+        for page in product_texts()
+        for match in re.finditer(pattern, page.read_text(encoding="utf-8"))
+    ]
 
 
 @pytest.mark.parametrize("what,pattern,home", QUOTED_FIGURES, ids=[f[0] for f in QUOTED_FIGURES])
@@ -152,8 +166,9 @@ def test_a_figure_quoted_in_two_places_agrees_with_its_page(what, pattern, home)
     home_text = (ROOT / home).read_text(encoding="utf-8")
     assert quoted_figures(pattern), f"no page quotes {what} any more: drop its entry"
     for page, value in quoted_figures(pattern):
-        assert value in home_text, (f"{page.relative_to(ROOT)} quotes {what} as {value}, which "
-                                    f"{home} does not give")
+        assert value in home_text, (
+            f"{page.relative_to(ROOT)} quotes {what} as {value}, which {home} does not give"
+        )
 
 
 def test_checks_catch_what_they_should():
@@ -165,7 +180,9 @@ def test_checks_catch_what_they_should():
     text = "# t\n\ntext\n\n" + table + "\nmore\n| x |\n"
     assert nth_table(text) == table and nth_table(text, 2) == "| x |\n" and nth_table(text, 3) == ""
     assert relative_links(README), "README.md links to no docs page"
-    assert "the-clip-range-keep-synchronous-geppos-lag_clip_rule" in anchors(ROOT / "docs/overlapped_sampling.md")
+    assert "the-clip-range-keep-synchronous-geppos-lag_clip_rule" in anchors(
+        ROOT / "docs/overlapped_sampling.md"
+    )
     assert re.search(QUOTED_FIGURES[0][1], "`make test` takes about 9 minutes").group(1) == "9"
     assert re.search(QUOTED_FIGURES[1][1], "at 2.05x SB3 PPO's env steps/s").group(1) == "2.05x"
 

@@ -1,12 +1,14 @@
 """The package layout keeps its promises: the core is free of Ray, the old stack loads only when
 selected."""
 
+import ast
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import rllib_geppo
+
 from helpers import REPO
 
 PACKAGE = Path(rllib_geppo.__file__).parent
@@ -50,8 +52,13 @@ def test_core_imports_no_ray():
     out = run(NO_RAY)
     assert out.returncode == 0, out.stderr[-2000:]
     modules = out.stdout.split()
-    assert {"rllib_geppo.core.objective", "rllib_geppo.core.vtrace", "rllib_geppo.core.targets",
-            "rllib_geppo.core.sample_store", "rllib_geppo.core.policy_weights"} <= set(modules)
+    assert {
+        "rllib_geppo.core.objective",
+        "rllib_geppo.core.vtrace",
+        "rllib_geppo.core.targets",
+        "rllib_geppo.core.sample_store",
+        "rllib_geppo.core.policy_weights",
+    } <= set(modules)
 
 
 def test_old_stack_is_imported_only_when_asked_for():
@@ -66,8 +73,13 @@ def test_stored_columns_read_like_an_rllib_train_batch():
     from rllib_geppo.core.columns import GePPOColumns as C
 
     assert (C.OBS, C.ACTIONS, C.REWARDS, C.TERMINATEDS, C.BEHAVIOUR_LOGP, C.LOSS_MASK) == (
-        Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS, Columns.ACTION_LOGP,
-        Columns.LOSS_MASK)
+        Columns.OBS,
+        Columns.ACTIONS,
+        Columns.REWARDS,
+        Columns.TERMINATEDS,
+        Columns.ACTION_LOGP,
+        Columns.LOSS_MASK,
+    )
     assert C.VERSION == WEIGHTS_SEQ_NO
 
 
@@ -78,7 +90,11 @@ def rooms() -> dict[str, int]:
     found = {}
     for row in re.findall(r"^\| `([^`]+)` \| (\d+) \|", table, flags=re.M):
         path, level = row
-        name = "rllib_geppo" if path == "__init__.py" else "rllib_geppo." + path.removesuffix("/").removesuffix(".py")
+        name = (
+            "rllib_geppo"
+            if path == "__init__.py"
+            else "rllib_geppo." + path.removesuffix("/").removesuffix(".py")
+        )
         found[name] = int(level)
     return found
 
@@ -93,10 +109,15 @@ def layer(module: str) -> int:
 
 
 def test_the_rooms_table_names_exactly_the_package_s_folders_and_root_modules():
-    on_disk = {"rllib_geppo" if path.name == "__init__.py" else f"rllib_geppo.{path.stem}"
-               for path in PACKAGE.glob("*.py")}
-    on_disk |= {f"rllib_geppo.{path.name}" for path in PACKAGE.iterdir()
-                if path.is_dir() and (path / "__init__.py").exists()}
+    on_disk = {
+        "rllib_geppo" if path.name == "__init__.py" else f"rllib_geppo.{path.stem}"
+        for path in PACKAGE.glob("*.py")
+    }
+    on_disk |= {
+        f"rllib_geppo.{path.name}"
+        for path in PACKAGE.iterdir()
+        if path.is_dir() and (path / "__init__.py").exists()
+    }
     assert set(LAYERS) == on_disk
 
 
@@ -111,9 +132,12 @@ def module_imports() -> dict[str, set[str]]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         package = name if parts[-1] == "__init__" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text())
-        type_checking = {id(inner) for node in ast.walk(tree)
-                         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
-                         for inner in ast.walk(node)}
+        type_checking = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+            for inner in ast.walk(node)
+        }
         targets = set()
         for node in ast.walk(tree):
             if id(node) in type_checking:
@@ -123,8 +147,10 @@ def module_imports() -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
-                                    + ([base] if base else []))
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1]
+                        + ([base] if base else [])
+                    )
                 targets |= {base} | {f"{base}.{alias.name}" for alias in node.names}
         graph[name] = {t for t in targets if t.startswith("rllib_geppo")}
     return {m: {t for t in ts if t in graph and t != m} for m, ts in graph.items()}
@@ -149,9 +175,12 @@ def test_no_import_circle():
 
 def test_no_module_imports_from_a_layer_above_its_own():
     graph = module_imports()
-    upward = sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
-                    if layer(target) > layer(module)
-                    and not (target != "rllib_geppo" and module.startswith(target + ".")))
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if layer(target) > layer(module) and not (target != "rllib_geppo" and module.startswith(target + "."))
+    )
     assert not upward, upward
     assert layer("rllib_geppo.core.segments") == 0 and layer("rllib_geppo.algorithm.geppo") == 3
     assert layer("rllib_geppo.cli.main") == 4 and layer("rllib_geppo") == 5
@@ -178,15 +207,39 @@ def test_the_module_paths_of_older_checkpoints_still_name_the_classes():
     import pickle
 
     from rllib_geppo import GePPO, GePPOConfig, GePPOTorchPolicy
+    from rllib_geppo.core.segments import Segment
     from rllib_geppo.learner.torch_learner import GePPOTorchLearner
     from rllib_geppo.rl_module import GePPOTorchRLModule
     from rllib_geppo.sampling.env_runner import GePPOEnvRunner, GePPOMultiAgentEnvRunner
     from rllib_geppo.sampling.pipelines import FusedEnvToModulePipeline, FusedModuleToEnvPipeline
-    from rllib_geppo.core.segments import Segment
 
-    now = {cls.__name__: cls for cls in (
-        GePPO, GePPOConfig, GePPOTorchPolicy, GePPOTorchLearner, GePPOTorchRLModule, GePPOEnvRunner,
-        GePPOMultiAgentEnvRunner, FusedEnvToModulePipeline, FusedModuleToEnvPipeline, Segment)}
+    now = {
+        cls.__name__: cls
+        for cls in (
+            GePPO,
+            GePPOConfig,
+            GePPOTorchPolicy,
+            GePPOTorchLearner,
+            GePPOTorchRLModule,
+            GePPOEnvRunner,
+            GePPOMultiAgentEnvRunner,
+            FusedEnvToModulePipeline,
+            FusedModuleToEnvPipeline,
+            Segment,
+        )
+    }
     for module, name in OLD_CHECKPOINT_CLASSES:
         # What unpickling a checkpoint does: a GLOBAL opcode names the class by module and name.
         assert pickle.loads(f"c{module}\n{name}\n.".encode()) is now[name], (module, name)
+
+
+def test_each_package_s_table_of_modules_names_exactly_its_modules():
+    """A package whose docstring has a table of its modules (core, cli, report) lists each one
+    once, and none that is gone."""
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        listed = re.findall(
+            r"^\| ``(\w+)`` \|", ast.get_docstring(ast.parse(init.read_text())) or "", flags=re.M
+        )
+        if listed:
+            modules = sorted(path.stem for path in init.parent.glob("*.py") if path.stem != "__init__")
+            assert sorted(listed) == modules, init.parent.name

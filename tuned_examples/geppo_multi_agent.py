@@ -30,12 +30,16 @@ def shared_policy(agent_id, episode, **kwargs) -> str:
 
 
 def config(shared: bool) -> GePPOConfig:
-    return (GePPOConfig()
-            .environment("MultiAgentCartPole", env_config={"num_agents": 2})
-            .multi_agent(policies={"shared"} if shared else {"p0", "p1"},
-                         policy_mapping_fn=shared_policy if shared else policy_per_agent)
-            .env_runners(num_env_runners=1)
-            .debugging(seed=tune.grid_search([0, 1, 2])))
+    return (
+        GePPOConfig()
+        .environment("MultiAgentCartPole", env_config={"num_agents": 2})
+        .multi_agent(
+            policies={"shared"} if shared else {"p0", "p1"},
+            policy_mapping_fn=shared_policy if shared else policy_per_agent,
+        )
+        .env_runners(num_env_runners=1)
+        .debugging(seed=tune.grid_search([0, 1, 2]))
+    )
 
 
 def main() -> None:
@@ -45,9 +49,15 @@ def main() -> None:
     args = parser.parse_args()
     tune.register_env("MultiAgentCartPole", lambda env_config: MultiAgentCartPole(env_config))
     name = "geppo_multi_agent" + ("_shared" if args.shared else "")
-    tuner = tune.Tuner("GePPO", param_space=config(args.shared), run_config=tune.RunConfig(
-        name=name, storage_path=str(Path(args.storage_path).resolve()),
-        stop={"num_env_steps_sampled_lifetime": 100_000}))
+    tuner = tune.Tuner(
+        "GePPO",
+        param_space=config(args.shared),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=str(Path(args.storage_path).resolve()),
+            stop={"num_env_steps_sampled_lifetime": 100_000},
+        ),
+    )
     tuner.fit()
 
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import ray
-from ray.rllib.core import COMPONENT_RL_MODULE
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from rllib_geppo.sampling.env_checks import diagnose_env
 
@@ -106,16 +109,20 @@ class FailedSamples:
         self._in_a_row += 1
         if self._in_a_row >= self.config.max_failed_samples_in_a_row:
             problem = diagnose_env(self.env_creator, self.config.env_config)
-            found = (f"Made in the driver and run with random actions, it shows the problem: {problem}."
-                     if problem else "It runs cleanly in the driver with random actions (the "
-                     "EnvRunners' logs hold their tracebacks).")
+            found = (
+                f"Made in the driver and run with random actions, it shows the problem: {problem}."
+                if problem
+                else "It runs cleanly in the driver with random actions (the "
+                "EnvRunners' logs hold their tracebacks)."
+            )
             raise EnvRunnerFailedError(
                 f"iteration {iteration}: {self._in_a_row} sample{'s' if self._in_a_row > 1 else ''} "
                 f"in a row failed with no env step (RLlib restarted the EnvRunners in between), so "
                 f"environment {self.config.env!r} seems to fail whenever it runs. The last "
                 f"EnvRunner error: {LastEnvRunnerError.describe(self._last_error)}. {found} Fix the "
                 "environment; max_failed_samples_in_a_row sets how many such samples stop the "
-                "run.") from self._last_error
+                "run."
+            ) from self._last_error
 
     def _check_restore_timeout(self, iteration: int) -> None:
         waited = time.monotonic() - self._no_env_step_since
@@ -126,14 +133,16 @@ class FailedSamples:
                 "whose environment or constructor fails, or a lost node). The last EnvRunner "
                 f"error: {LastEnvRunnerError.describe(self._last_error)}. The EnvRunners' logs "
                 "hold the cause; .fault_tolerance(env_runner_restore_timeout_s=...) sets how long "
-                "to wait (RLlib's default: 1,800 s).") from self._last_error
+                "to wait (RLlib's default: 1,800 s)."
+            ) from self._last_error
 
     def close(self) -> None:
         self._errors.close()
 
 
-def wait_on_env_runners(group: Any, fn: Callable, what: str, *, timeout_s: float | None,
-                        iteration: int, env: Any) -> list:
+def wait_on_env_runners(
+    group: Any, fn: Callable, what: str, *, timeout_s: float | None, iteration: int, env: Any
+) -> list:
     """``fn`` on every healthy EnvRunner of ``group`` (and its local one), waiting at most
     ``timeout_s`` (``sample_timeout_s``; None waits as long as it takes). If any does not
     answer in time, the group's remote EnvRunners are killed and EnvRunnerTimeoutError names
@@ -148,12 +157,48 @@ def wait_on_env_runners(group: Any, fn: Callable, what: str, *, timeout_s: float
             f"iteration {iteration}: {expected - len(results)} of {expected} EnvRunners did "
             f"not {what} within {timeout_s:g} s (sample_timeout_s). An EnvRunner is busy while its "
             f"environment's step() or reset() runs: environment {env!r} may block. Fix "
-            "the environment, or raise sample_timeout_s if its steps are that slow.")
+            "the environment, or raise sample_timeout_s if its steps are that slow."
+        )
     return results
 
 
-def sync_weights(groups: Sequence[Any], state: dict[str, Any], *, force: bool, timeout_s: float | None,
-                 iteration: int, env: Any) -> None:
+class ActingPolicies:
+    """The policies the EnvRunners act with next, oldest first: the learners' newest, pi_k, or
+    with ``sample_lag`` set the one ``held_back_updates`` updates older (pi_0 while there is
+    none that old). Each is the inference-only module and its ``weights_seq_no``."""
+
+    def __init__(self, learner_group: Any, held_back_updates: int):
+        self.learner_group = learner_group
+        self._policies: deque[dict[str, Any]] = deque(maxlen=held_back_updates + 1)
+        if held_back_updates:
+            self._policies.append(self.newest())
+
+    def newest(self) -> dict[str, Any]:
+        """The learners' policy as the EnvRunners take it."""
+        state = self.learner_group.get_state(
+            components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True
+        )[COMPONENT_LEARNER]
+        return {COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
+
+    def next(self, *, restart: bool = False) -> tuple[dict[str, Any], int]:
+        """The policy to act with next, after the learners' newest joined the queue, and the
+        newest's version. ``restart`` (after a restore) empties the queue first."""
+        newest = self.newest()
+        if restart:
+            self._policies.clear()
+        self._policies.append(newest)
+        return self._policies[0], newest[WEIGHTS_SEQ_NO]
+
+
+def sync_weights(
+    groups: Sequence[Any],
+    state: dict[str, Any],
+    *,
+    force: bool,
+    timeout_s: float | None,
+    iteration: int,
+    env: Any,
+) -> None:
     """Give every EnvRunner of ``groups`` the acting policy ``state`` (the inference-only
     module and its ``weights_seq_no``), and wait for all of them.
 
@@ -175,12 +220,14 @@ def sync_weights(groups: Sequence[Any], state: dict[str, Any], *, force: bool, t
         return True
 
     for group in groups:
-        wait_on_env_runners(group, sync, "take the new weights", timeout_s=timeout_s,
-                            iteration=iteration, env=env)
+        wait_on_env_runners(
+            group, sync, "take the new weights", timeout_s=timeout_s, iteration=iteration, env=env
+        )
 
 
-def reseed_restarted(group: Any, restored: Sequence[int], restarts: dict[tuple[bool, int], int], *,
-                     evaluation: bool) -> None:
+def reseed_restarted(
+    group: Any, restored: Sequence[int], restarts: dict[tuple[bool, int], int], *, evaluation: bool
+) -> None:
     """Give each restarted EnvRunner of ``group`` new seeds, derived from its restart count
     (counted in ``restarts``, keyed by (evaluation, index)), so that it does not replay the
     episodes of its first life."""
@@ -189,4 +236,6 @@ def reseed_restarted(group: Any, restored: Sequence[int], restarts: dict[tuple[b
         restarts[key] = count = restarts.get(key, 0) + 1
         group.foreach_env_runner(
             lambda runner, n=count: runner.reseed(n) if hasattr(runner, "reseed") else None,
-            remote_worker_ids=[index], local_env_runner=False)
+            remote_worker_ids=[index],
+            local_env_runner=False,
+        )

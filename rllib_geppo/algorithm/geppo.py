@@ -1,10 +1,8 @@
 """GePPO on RLlib's new API stack: its settings (:class:`GePPOConfig`) and its training loop
 (:class:`GePPO`), in one module as RLlib keeps ``PPOConfig`` and ``PPO``.
 
-**Settings.** Every default is the paper's (Appendix table); each setting's default, rule and
-meaning sit together in :mod:`rllib_geppo.algorithm.settings`. ``validate()`` refuses every bad
-setting at once, before Ray starts, and PPO settings GePPO does not use unless left at their
-defaults.
+**Settings.** Each setting's default (the paper's), rule and meaning sit together in
+:mod:`rllib_geppo.algorithm.settings`; ``validate()`` refuses every bad one at once.
 
 **The training loop.** Each ``training_step`` (iteration k, the learners holding pi_k):
 
@@ -31,22 +29,21 @@ only then, which drives the same :class:`ModuleStores`.
 from __future__ import annotations
 
 import copy
-import functools
 import logging
+import textwrap
 import time
-from collections import deque
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Collection, Sequence
+from typing import Any
 
 import numpy as np
 import ray
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
-from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.core import COMPONENT_LEARNER_GROUP, DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.policy import Policy
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import NotProvided
 from ray.rllib.utils.metrics import (
@@ -57,22 +54,23 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
-    WEIGHTS_SEQ_NO,
 )
 from ray.tune.registry import register_env
 
-from rllib_geppo.algorithm.env_runners import FailedSamples, reseed_restarted, sync_weights
+from rllib_geppo.algorithm.env_runners import ActingPolicies, FailedSamples, reseed_restarted, sync_weights
 from rllib_geppo.algorithm.module_stores import ModuleStores
 from rllib_geppo.algorithm.settings import (
+    GEPPO_NAMES,
     GEPPO_SETTINGS,
     RLLIB_SETTINGS,
     UNUSED_SETTINGS,
     refused_settings,
+    training_annotations,
     training_docstring,
+    training_signature,
     warn_on_biased_evaluation,
 )
 from rllib_geppo.core import policy_weights as pw
-from rllib_geppo.core import segments
 from rllib_geppo.core.module_state import ModuleState
 from rllib_geppo.core.networks import DEFAULT_MODEL_CONFIG
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
@@ -86,19 +84,16 @@ from rllib_geppo.sampling.pipelines import flatten_observations, lean
 
 logger = logging.getLogger(__name__)
 
+
 class GePPOConfig(PPOConfig):
     """Configuration for :class:`rllib_geppo.GePPO`.
 
-    Every algorithm default is the paper's (Queeney et al. 2021, Appendix table): n = 1024 new
-    samples per iteration, B = 2, optimal weights from M_max = 20 (M = 4,
-    nu = [0.4, 0.3, 0.2, 0.1]), eps_PPO = 0.2 (eps_GePPO = 0.1), c_bar = 1, alpha = 0.03,
-    beta = 0.5, gamma = 0.995, lambda = 0.97, 10 epochs x 32 minibatches, Adam with policy lr 3e-4
-    (adapted) and value lr 3e-4 (fixed), policy grad-norm clip 0.5, no entropy bonus, no KL
-    term, no value clipping, separate 64x64 tanh policy and value networks. Sampling runs on one
-    EnvRunner with 2 envs (``num_envs_per_env_runner=1`` is the paper's single env) and
-    evaluation on one env per EnvRunner. PPO settings that GePPO does not use
-    (``UNUSED_SETTINGS``: ``vf_loss_coeff``, ``use_kl_loss``, ``kl_coeff``, ``vf_clip_param``,
-    ...) are refused by :meth:`validate` unless left at their defaults.
+    Every algorithm default is the paper's (Queeney et al. 2021, Appendix table; each in the
+    table of :mod:`rllib_geppo.algorithm.settings`): n = 1024, B = 2 (M = 4,
+    nu = [0.4, 0.3, 0.2, 0.1]), eps_PPO = 0.2, 10 epochs x 32 minibatches, separate 64x64 tanh
+    networks. Sampling runs on one EnvRunner with 2 envs, evaluation on one env per EnvRunner.
+    PPO settings that GePPO does not use are refused by :meth:`validate` unless left at their
+    defaults.
 
     .. code-block:: python
 
@@ -122,48 +117,22 @@ class GePPOConfig(PPOConfig):
         self.rl_module(model_config=copy.deepcopy(DEFAULT_MODEL_CONFIG))
 
     @override(PPOConfig)
-    def training(
-        self,
-        *,
-        batch_multiple: int = NotProvided,
-        max_policies: int = NotProvided,
-        policy_weights: str | Sequence[float] = NotProvided,
-        weights_tradeoff: float = NotProvided,
-        weights_tradeoff_rule: str = NotProvided,
-        vtrace_clip: float = NotProvided,
-        vf_lr: float = NotProvided,
-        num_minibatches: int = NotProvided,
-        adaptive_lr: bool = NotProvided,
-        lr_adapt_factor: float = NotProvided,
-        lr_adapt_min_ratio: float = NotProvided,
-        init_std_multiple: float = NotProvided,
-        sample_reuse: bool = NotProvided,
-        overlap_sampling: bool | str = NotProvided,
-        lag_clip_rule: str = NotProvided,
-        adam_eps: float = NotProvided,
-        grad_clip_scope: str = NotProvided,
-        reward_scaling: str = NotProvided,
-        obs_stats_warm_start: bool = NotProvided,
-        nonfinite_data: str = NotProvided,
-        compile_learner: bool | str = NotProvided,
-        stagger_starts: bool = NotProvided,
-        train_batch_size_per_env_runner: int | None = NotProvided,
-        max_failed_samples_in_a_row: int = NotProvided,
-        sample_lag: int | None = NotProvided,
-        **kwargs,
-    ) -> GePPOConfig:
-        """Set training options: GePPO's own are below (the table of
-        :mod:`rllib_geppo.algorithm.settings`); RLlib's (``lr``, ``clip_param``, ``gamma``,
-        ``lambda_``, ``num_epochs``, ``grad_clip``, ``train_batch_size_per_learner``,
-        ``entropy_coeff``, ...) pass through to :meth:`PPOConfig.training`.
+    def training(self, **kwargs) -> GePPOConfig:
+        """Set training options: GePPO's own, below (:data:`~rllib_geppo.algorithm.settings.GEPPO_SETTINGS`),
+        and RLlib's (``lr``, ``clip_param``, ``gamma``, ``lambda_``, ``num_epochs``, ``grad_clip``,
+        ``train_batch_size_per_learner``, ``entropy_coeff``, ...), which pass through to
+        :meth:`PPOConfig.training`.
         """
+        own = {name: kwargs.pop(name) for name in list(kwargs) if name in GEPPO_NAMES}
         super().training(**kwargs)
-        for name, value in locals().items():
-            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+        for name, value in own.items():
+            if value is not NotProvided:
                 setattr(self, name, value)
         return self
 
-    training.__doc__ += "\n" + "\n".join("        " + line for line in training_docstring().splitlines())
+    training.__doc__ += "\n" + textwrap.indent(training_docstring(), " " * 8)
+    training.__signature__ = training_signature(PPOConfig.training)
+    training.__annotations__.update(training_annotations())
 
     # -- What follows from the settings (one place for each) ---------------------------------
 
@@ -173,8 +142,13 @@ class GePPOConfig(PPOConfig):
         if not self.sample_reuse:
             return np.ones(1)
         if isinstance(self.policy_weights, str):
-            return _solved_weights(self.batch_multiple, self.max_policies, self.policy_weights,
-                                   float(self.weights_tradeoff), self.weights_tradeoff_rule).copy()
+            return pw.solved_weights(
+                self.batch_multiple,
+                self.max_policies,
+                self.policy_weights,
+                self.weights_tradeoff,
+                self.weights_tradeoff_rule,
+            )
         return pw.check_weights(self.policy_weights)
 
     @property
@@ -183,8 +157,9 @@ class GePPOConfig(PPOConfig):
         resolved: "auto" means sample reuse, at least one EnvRunner and the new API stack)."""
         if self.overlap_sampling != "auto":
             return bool(self.overlap_sampling)
-        return bool(self.sample_reuse and self.num_env_runners >= 1
-                    and self.enable_env_runner_and_connector_v2)
+        return bool(
+            self.sample_reuse and self.num_env_runners >= 1 and self.enable_env_runner_and_connector_v2
+        )
 
     @property
     def max_sample_lag(self) -> int:
@@ -263,15 +238,22 @@ class GePPOConfig(PPOConfig):
         # that is no schedule) with messages that name neither the setting nor a fix.
         problems = self.refused_settings()
         if problems:
-            self._value_error(problems[0] if len(problems) == 1 else (
-                f"GePPO cannot run with {len(problems)} settings of this config; fix them all:\n"
-                + "\n".join(f"  - {problem}" for problem in problems)))
+            self._value_error(
+                problems[0]
+                if len(problems) == 1
+                else (
+                    f"GePPO cannot run with {len(problems)} settings of this config; fix them all:\n"
+                    + "\n".join(f"  - {problem}" for problem in problems)
+                )
+            )
         # PPOConfig.validate compares minibatch_size with the new samples per learner (and
         # explains it with PPO's split of the train batch); GePPO's minibatches come from the
         # whole store, which refused_settings checks, so RLlib's check runs without it (on the
         # old stack it compares with train_batch_size, which fails on None: 1 stands in).
-        minibatch_size, self.minibatch_size = self.minibatch_size, (
-            None if self.enable_rl_module_and_learner else 1)
+        minibatch_size, self.minibatch_size = (
+            self.minibatch_size,
+            (None if self.enable_rl_module_and_learner else 1),
+        )
         try:
             super().validate()
         finally:
@@ -288,14 +270,6 @@ class GePPOConfig(PPOConfig):
         the setting and the fix (empty: none); :meth:`validate` raises them together
         (:func:`rllib_geppo.algorithm.settings.refused_settings`)."""
         return refused_settings(self)
-
-
-@functools.lru_cache(maxsize=32)
-def _solved_weights(batch_multiple: int, max_policies: int, kind: str, tradeoff: float,
-                    tradeoff_rule: str) -> np.ndarray:
-    # validate() and the Algorithm ask for nu, in every process: solve each program once.
-    return pw.policy_weights(batch_multiple, max_policies, kind=kind, tradeoff=tradeoff,
-                             tradeoff_rule=tradeoff_rule)
 
 
 #: Checkpoint component holding each trained module's store, adapted lr and running statistics.
@@ -331,16 +305,18 @@ class GePPO(PPO):
             register_env(config.env, self.env_creator)
         super().setup(config)
         self.stores = ModuleStores(
-            config, {module_id: normalizes_observations(observation_spaces[module_id])
-                     for module_id in trained_modules(config)}, seed=config.seed)
+            config,
+            {
+                module_id: normalizes_observations(observation_spaces[module_id])
+                for module_id in trained_modules(config)
+            },
+            seed=config.seed,
+        )
         self._sampler = ThreadPoolExecutor(1, "geppo-sampler") if config.uses_overlapped_sampling else None
         self._result_keys: list[result_schema.Path] | None = None  # set by the first result
         self._failed_samples = FailedSamples(config, self.env_creator)
         self._env_runner_restarts: dict[tuple[bool, int], int] = {}
-        # The policies the EnvRunners act with next, oldest first (config.sample_lag), from pi_0.
-        self._held_back_policies: deque[dict] = deque(maxlen=config.held_back_updates + 1)
-        if config.held_back_updates:
-            self._held_back_policies.append(self._acting_state())
+        self._acting = ActingPolicies(self.learner_group, config.held_back_updates)
 
     def module_state(self, module_id: str = DEFAULT_MODULE_ID) -> ModuleState:
         """The store, running statistics and policy lr of a trained module (default: the
@@ -358,8 +334,13 @@ class GePPO(PPO):
             from rllib_geppo.old_stack.training_step import training_step_old_api_stack
 
             return training_step_old_api_stack(
-                self.stores, self.env_runner_group, self.config, iteration=self.iteration + 1,
-                timers=self._timers, counters=self._counters)
+                self.stores,
+                self.env_runner_group,
+                self.config,
+                iteration=self.iteration + 1,
+                timers=self._timers,
+                counters=self._counters,
+            )
         ready = any(self.stores.may_update(m, iteration=self.iteration + 1, quiet=True) for m in self.stores)
         if self._sampler is not None and ready:
             # pi_k collects the next batch while the learners update on the stored ones.
@@ -390,14 +371,19 @@ class GePPO(PPO):
         self.metrics.log_value((TIMERS, ENV_RUNNER_SAMPLING_TIMER), seconds)
         new_segments = segments_by_module(episodes, multi_agent=self.config.is_multi_agent)
         for module_id in self.stores:
-            dropped = self.stores.add(module_id, new_segments.get(module_id, []), iteration=self.iteration + 1)
+            dropped = self.stores.add(
+                module_id, new_segments.get(module_id, []), iteration=self.iteration + 1
+            )
             self.metrics.log_value((LEARNER_RESULTS, module_id, "num_dropped_segments"), dropped, window=1)
 
     def _update_learners(self) -> None:
         """One update of every module that may update, then each one's lr rule."""
         iteration = self.iteration + 1
-        inputs = {module_id: self.stores.update_inputs(module_id)
-                  for module_id in self.stores if self.stores.may_update(module_id, iteration=iteration)}
+        inputs = {
+            module_id: self.stores.update_inputs(module_id)
+            for module_id in self.stores
+            if self.stores.may_update(module_id, iteration=iteration)
+        }
         if not inputs:
             return
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
@@ -407,11 +393,20 @@ class GePPO(PPO):
                 self.metrics.log_value((LEARNER_RESULTS, module_id, key), value, window=1)
             learner = self.metrics.peek((LEARNER_RESULTS, module_id))
             if not learner["num_gradient_steps"]:
-                logger.info("iteration %d: module %r has fewer stored samples than learners; no "
-                            "gradient step this iteration.", iteration, module_id)
+                logger.info(
+                    "iteration %d: module %r has fewer stored samples than learners; no "
+                    "gradient step this iteration.",
+                    iteration,
+                    module_id,
+                )
                 continue
-            self.stores.adapt_lr(module_id, learner["tv"], module_inputs.clip_eps, iteration=iteration,
-                                 complete=learner["num_skipped_steps"] < learner["num_gradient_steps"])
+            self.stores.adapt_lr(
+                module_id,
+                learner["tv"],
+                module_inputs.clip_eps,
+                iteration=iteration,
+                complete=learner["num_skipped_steps"] < learner["num_gradient_steps"],
+            )
         self.stores.record_update(inputs)  # after the metrics, which describe the update as it ran
 
     def update_learner_group(self, inputs: dict[str, UpdateInputs]) -> list[dict[str, Any]]:
@@ -423,48 +418,46 @@ class GePPO(PPO):
         (:mod:`rllib_geppo.core.minibatches`); remote learners read one copy of the store from
         Ray's object store.
         """
-        layouts = {module_id: self.stores[module_id].store.update_layout() for module_id in inputs}
-        batch = MultiAgentBatch({module_id: SampleBatch(layout) for module_id, layout in layouts.items()},
-                                env_steps=max(segments.num_steps(layout) for layout in layouts.values()))
+        batch = self.stores.learner_batch(inputs)
         if self.learner_group.is_local:
             data = {"batch": batch}
         else:
             data = {"batch_refs": [ray.put(batch)] * len(self.learner_group)}
-        return self.learner_group.update(**data, timesteps={
-            UPDATE_INPUTS: inputs,
-            NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
-                (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0),
-        })
+        return self.learner_group.update(
+            **data,
+            timesteps={
+                UPDATE_INPUTS: inputs,
+                NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                    (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+                ),
+            },
+        )
 
     @override(Algorithm)
     def restore_env_runners(self, env_runner_group) -> list[int]:
         restored = super().restore_env_runners(env_runner_group)
-        reseed_restarted(env_runner_group, restored, self._env_runner_restarts,
-                         evaluation=env_runner_group is self.eval_env_runner_group)
+        reseed_restarted(
+            env_runner_group,
+            restored,
+            self._env_runner_restarts,
+            evaluation=env_runner_group is self.eval_env_runner_group,
+        )
         return restored
 
     def _sync_env_runner_weights(self, *, force: bool = False) -> None:
-        """Give every EnvRunner the policy it acts with next, with its version, and wait
-        (:func:`~rllib_geppo.algorithm.env_runners.sync_weights`): the learners' newest, pi_k
-        from here on, or with ``sample_lag`` set the one ``config.held_back_updates`` updates
-        older (pi_0 while there is none that old). ``force=True`` (after a restore) loads it
-        whatever the EnvRunners' versions, on the evaluation EnvRunners too."""
-        newest = self._acting_state()
-        if force:
-            self._held_back_policies.clear()
-        self._held_back_policies.append(newest)
+        """Give every EnvRunner the policy it acts with next (:class:`ActingPolicies`: pi_k, or
+        with ``sample_lag`` an older one) and wait (:func:`sync_weights`). ``force=True``
+        (after a restore) loads it whatever the EnvRunners' versions, on the evaluation
+        EnvRunners too."""
+        acting, version = self._acting.next(restart=force)
         groups = [self.env_runner_group]
         if force and self.eval_env_runner_group is not None:
             groups.append(self.eval_env_runner_group)
-        sync_weights(groups, self._held_back_policies[0], force=force, timeout_s=self.config.sample_timeout_s,
-                     iteration=self.iteration + 1, env=self.config.env)
-        self.stores.policy_version = newest[WEIGHTS_SEQ_NO]
-
-    def _acting_state(self) -> dict[str, Any]:
-        """The learners' policy as the EnvRunners take it: the inference-only module and its version."""
-        state = self.learner_group.get_state(
-            components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True)[COMPONENT_LEARNER]
-        return {COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
+        timeout_s, iteration = self.config.sample_timeout_s, self.iteration + 1
+        sync_weights(
+            groups, acting, force=force, timeout_s=timeout_s, iteration=iteration, env=self.config.env
+        )
+        self.stores.policy_version = version
 
     # -- Results, checkpoints and stopping ----------------------------------------------------
 
@@ -473,15 +466,8 @@ class GePPO(PPO):
         # The same keys in every result, also across a resume: Tune writes progress.csv's
         # columns from the first result (rllib_geppo.records.result_schema). In place: train()
         # returns it.
-        if self._result_keys is None:
-            new_stack = self.config.enable_env_runner_and_connector_v2
-            late = [key for module_id in self.stores for key in result_schema.late_keys(module_id)]
-            self._result_keys = result_schema.schema(result, late if new_stack else ())
-        else:
-            self._result_keys = result_schema.grow(self._result_keys, result)
-        complete = result_schema.with_keys(result, self._result_keys)
-        result.clear()
-        result.update(complete)
+        late = self.stores if self.config.enable_env_runner_and_connector_v2 else ()
+        self._result_keys = result_schema.conform(result, self._result_keys, late_modules=late)
         super().log_result(result)
 
     @override(Algorithm)
@@ -504,8 +490,13 @@ class GePPO(PPO):
             self._sync_env_runner_weights(force=True)
 
     @override(Algorithm)
-    def get_state(self, components: str | Collection[str] | None = None, *,
-                  not_components: str | Collection[str] | None = None, **kwargs) -> dict[str, Any]:
+    def get_state(
+        self,
+        components: str | Collection[str] | None = None,
+        *,
+        not_components: str | Collection[str] | None = None,
+        **kwargs,
+    ) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         if self._check_component(COMPONENT_GEPPO, components, not_components):
             state[COMPONENT_GEPPO] = self._geppo_state()
@@ -533,8 +524,11 @@ class GePPO(PPO):
     def _geppo_state(self) -> dict[str, Any]:
         """Each trained module's state, the policy version, the result schema and the
         EnvRunners' restart counts."""
-        return {**self.stores.get_state(), "result_keys": self._result_keys,
-                "env_runner_restarts": dict(self._env_runner_restarts)}
+        return {
+            **self.stores.get_state(),
+            "result_keys": self._result_keys,
+            "env_runner_restarts": dict(self._env_runner_restarts),
+        }
 
     def _set_geppo_state(self, state: dict[str, Any]) -> None:
         if COMPONENT_GEPPO not in state:

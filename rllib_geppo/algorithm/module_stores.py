@@ -21,10 +21,12 @@ this class adds the config's decisions and the warnings that name the environmen
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib_geppo.core import segments
 from rllib_geppo.core.module_state import ModuleState
@@ -64,9 +66,15 @@ class ModuleStores:
         self.config = config
         self.nu = config.nu  # the weight of each batch age at lag 0
         self.states = {
-            module_id: ModuleState(len(self.nu), policy_lr=config.lr, gamma=config.gamma,
-                                   reward_scaling=config.reward_scaling, track_obs_stats=tracks)
-            for module_id, tracks in track_obs_stats.items()}
+            module_id: ModuleState(
+                len(self.nu),
+                policy_lr=config.lr,
+                gamma=config.gamma,
+                reward_scaling=config.reward_scaling,
+                track_obs_stats=tracks,
+            )
+            for module_id, tracks in track_obs_stats.items()
+        }
         self.policy_version = 0
         self.seed_root = seed if seed is not None else np.random.SeedSequence().entropy
 
@@ -83,8 +91,11 @@ class ModuleStores:
         them into its running statistics. Returns the number dropped (``nonfinite_data``)."""
         kept = self._finite(new_segments)
         if not kept:
-            logger.warning("iteration %d collected no usable samples for module %r; its store is "
-                           "unchanged.", iteration, module_id)
+            logger.warning(
+                "iteration %d collected no usable samples for module %r; its store is unchanged.",
+                iteration,
+                module_id,
+            )
             return len(new_segments)
         state = self.states[module_id]
         before = state.reward_scale
@@ -94,9 +105,14 @@ class ModuleStores:
                 "iteration %d: environment %r returned a %s, which changes the reward scale "
                 "(the std of the discounted return) %.3g times, from %.3g to %.3g. Every reward "
                 "is divided by that scale from now on, so the others count for next to nothing "
-                "(docs/bad_input.md). Check the environment's rewards.", iteration,
-                self.config.env, segments.describe_largest_reward(kept), change, before,
-                state.reward_scale)
+                "(docs/bad_input.md). Check the environment's rewards.",
+                iteration,
+                self.config.env,
+                segments.describe_largest_reward(kept),
+                change,
+                before,
+                state.reward_scale,
+            )
         return len(new_segments) - len(kept)
 
     def _finite(self, new_segments: Sequence[Segment]) -> list[Segment]:
@@ -108,13 +124,16 @@ class ModuleStores:
             if problem is None:
                 kept.append(segment)
                 continue
-            where = (f"Environment {self.config.env!r} returned a non-finite {problem} in episode "
-                     f"{segment.episode_id}")
+            where = (
+                f"Environment {self.config.env!r} returned a non-finite {problem} in episode "
+                f"{segment.episode_id}"
+            )
             if self.config.nonfinite_data == "error":
                 raise NonFiniteDataError(
                     f"{where}. Nothing of it reached the store, the statistics or the weights. Fix "
                     "the environment, or set .training(nonfinite_data='drop') to drop such episode "
-                    "chunks and go on.")
+                    "chunks and go on."
+                )
             logger.warning("%s: dropped that chunk (%d steps).", where, len(segment))
         return kept
 
@@ -128,9 +147,13 @@ class ModuleStores:
         lag = self.sample_lag(module_id)
         if lag > self.config.max_sample_lag:
             if not quiet:
-                logger.warning("iteration %d: no new batch arrived for module %r; its update waits "
-                               "for one (the youngest stored batch is %d iterations old).",
-                               iteration, module_id, lag)
+                logger.warning(
+                    "iteration %d: no new batch arrived for module %r; its update waits "
+                    "for one (the youngest stored batch is %d iterations old).",
+                    iteration,
+                    module_id,
+                    lag,
+                )
             return False
         return True
 
@@ -148,6 +171,15 @@ class ModuleStores:
             minibatches_per_epoch=self.minibatches_per_epoch(module_id),
             shuffle_seed=self.shuffle_seed(),
             obs_stats_before_update=self.config.obs_stats_warm_start and state.version == 0,
+        )
+
+    def learner_batch(self, module_ids: Collection[str]) -> MultiAgentBatch:
+        """Every stored sample of ``module_ids`` as one batch for the learners: each module's
+        store laid out, its episodes' chunks joined (``SampleStore.update_layout``)."""
+        layouts = {module_id: self.states[module_id].store.update_layout() for module_id in module_ids}
+        return MultiAgentBatch(
+            {module_id: SampleBatch(layout) for module_id, layout in layouts.items()},
+            env_steps=max(segments.num_steps(layout) for layout in layouts.values()),
         )
 
     def sample_lag(self, module_id: str) -> int:
@@ -188,8 +220,7 @@ class ModuleStores:
             "reward_scale": inputs.reward_scale,
         }
 
-    def adapt_lr(self, module_id: str, tv: float, clip_eps: float, *, complete: bool,
-                 iteration: int) -> None:
+    def adapt_lr(self, module_id: str, tv: float, clip_eps: float, *, complete: bool, iteration: int) -> None:
         """Algorithm 1's lr rule: one decision per iteration from a module's TV estimate.
 
         The lr stays as it is after an update whose every step was skipped (``complete=False``)
@@ -199,11 +230,21 @@ class ModuleStores:
             return
         state = self.states[module_id]
         if not complete or not np.isfinite(tv):
-            logger.warning("iteration %d: the update of module %r was not finite (TV %s); its policy "
-                           "lr stays %.3g.", iteration, module_id, tv, state.policy_lr)
+            logger.warning(
+                "iteration %d: the update of module %r was not finite (TV %s); its policy lr stays %.3g.",
+                iteration,
+                module_id,
+                tv,
+                state.policy_lr,
+            )
             return
-        state.policy_lr = adapt_lr(state.policy_lr, tv, clip_eps, factor=self.config.lr_adapt_factor,
-                                   min_ratio=self.config.lr_adapt_min_ratio)
+        state.policy_lr = adapt_lr(
+            state.policy_lr,
+            tv,
+            clip_eps,
+            factor=self.config.lr_adapt_factor,
+            min_ratio=self.config.lr_adapt_min_ratio,
+        )
 
     def record_update(self, module_ids: Collection[str]) -> None:
         """The learners took an update of ``module_ids``, which made pi_k's version + 1: those

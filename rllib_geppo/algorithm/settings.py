@@ -17,10 +17,12 @@ same settings with their units, checked by a test.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
 from rllib_geppo.core.gradients import CLIP_BY, CLIP_SCOPES
@@ -45,7 +47,8 @@ class Setting:
 
     ``rule`` is a :class:`~rllib_geppo.core.rules.Rule`, or where it depends on other
     settings (``reads``) a function of the config giving one, which runs only once those
-    passed their own rules.
+    passed their own rules. ``hint`` is the type ``.training()`` declares (the default's type
+    unless given), which the command line reads to check a YAML value's kind.
     """
 
     name: str
@@ -53,9 +56,14 @@ class Setting:
     rule: Rule | Callable[[Any], Rule]
     doc: str
     reads: tuple[str, ...] = ()
+    hint: Any = None
 
     def rule_for(self, config: Any) -> Rule:
         return self.rule if isinstance(self.rule, Rule) else self.rule(config)
+
+    @property
+    def type_hint(self) -> Any:
+        return self.hint if self.hint is not None else type(self.default)
 
 
 def _max_policies(config) -> Rule:
@@ -68,9 +76,11 @@ def _at_least_num_minibatches(config) -> Rule:
 
 def _sample_lag(config) -> Rule:
     low = int(config.uses_overlapped_sampling)
-    return Rule(lambda value: value is None or (is_integer(value) and low <= value <= MAX_SAMPLE_LAG),
-                f"None or an integer from {low} (what {'overlapped' if low else 'synchronous'} "
-                f"sampling gives) to {MAX_SAMPLE_LAG}")
+    return Rule(
+        lambda value: value is None or (is_integer(value) and low <= value <= MAX_SAMPLE_LAG),
+        f"None or an integer from {low} (what {'overlapped' if low else 'synchronous'} "
+        f"sampling gives) to {MAX_SAMPLE_LAG}",
+    )
 
 
 _NO_SCHEDULE = "a constant; schedules are not supported"
@@ -79,8 +89,13 @@ _NO_SCHEDULE = "a constant; schedules are not supported"
 def _is_schedule(value: Any) -> bool:
     """RLlib's schedules: [[timestep, value], ...] from timestep 0, timesteps increasing, each
     value a finite positive number."""
-    if not isinstance(value, list) or not value or not all(
-            isinstance(p, list) and len(p) == 2 and count(0).ok(p[0]) and positive().ok(p[1]) for p in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(
+            isinstance(p, list) and len(p) == 2 and count(0).ok(p[0]) and positive().ok(p[1]) for p in value
+        )
+    ):
         return False
     steps = [p[0] for p in value]
     return steps[0] == 0 and steps == sorted(steps)
@@ -89,6 +104,7 @@ def _is_schedule(value: Any) -> bool:
 def _layer_sizes(model_config: Any) -> bool:
     """``fcnet_hiddens`` and ``vf_fcnet_hiddens`` (None: the value network takes
     ``fcnet_hiddens``) of a mapping are lists of layer sizes."""
+
     def sizes(value: Any) -> bool:
         return isinstance(value, list) and all(count(1).ok(h) for h in value)
 
@@ -107,13 +123,22 @@ RLLIB_RULES: dict[str, Rule] = {
     "train_batch_size": count(1),
     "minibatch_size": count(1).or_none("derived from num_minibatches"),
     "seed": count(0).or_none(),
-    "lr": Rule(lambda value: positive().ok(value) or _is_schedule(value),
-               "a finite positive number, or a schedule [[0, lr], [timestep, lr], ...] of such numbers"),
-    "model_config": Rule(lambda value: not isinstance(value, dict) or _layer_sizes(value),
-                         "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes "
-                         "(integers >= 1)"),
+    "lr": Rule(
+        lambda value: positive().ok(value) or _is_schedule(value),
+        "a finite positive number, or a schedule [[0, lr], [timestep, lr], ...] of such numbers",
+    ),
+    "model_config": Rule(
+        lambda value: not isinstance(value, dict) or _layer_sizes(value),
+        "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes (integers >= 1)",
+    ),
 }
 
+_WEIGHTS = Rule(
+    lambda value: value in KINDS or not isinstance(value, str), f"one of {KINDS} or a list of weights"
+)
+
+# The tables keep each setting to a few lines, as a table reads.
+# fmt: off
 #: GePPO's own settings (``.training(...)``); defaults are the paper's.
 GEPPO_SETTINGS: tuple[Setting, ...] = (
     Setting("batch_multiple", 2, count(1),
@@ -121,10 +146,10 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
     Setting("max_policies", 20, _max_policies,
             "M_max, the most batch ages the weight programs may use (the optimal weights use 4 "
             "with B = 2).", reads=("batch_multiple",)),
-    Setting("policy_weights", "optimal",
-            Rule(lambda value: value in KINDS or not isinstance(value, str), f"one of {KINDS} or a list of weights"),
+    Setting("policy_weights", "optimal", _WEIGHTS,
             '"optimal" (the paper\'s convex programs, Theorems 4-5), "uniform" (Theorems 2-3), or '
-            "an explicit list nu (index = age, 0 = the current policy; sums to 1)."),
+            "an explicit list nu (index = age, 0 = the current policy; sums to 1).",
+            hint=str | list[float]),
     Setting("weights_tradeoff", 1.0, between(0, 1),
             "In [0, 1]: 1 maximises the effective sample size (Theorem 5), 0 the TV change per "
             "sample (Theorem 4)."),
@@ -151,7 +176,7 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
     Setting("overlap_sampling", "auto", one_of((True, False, "auto")),
             "The EnvRunners sample the next batch while the learners update, so the youngest "
             'stored batch is one iteration old at every update. "auto": on with sample reuse, '
-            "at least one EnvRunner and the new API stack (docs/overlapped_sampling.md)."),
+            "at least one EnvRunner and the new API stack (docs/overlapped_sampling.md).", hint=bool | str),
     Setting("lag_clip_rule", "unlagged", one_of(LAG_CLIP_RULES),
             'The clip range under a sampling lag: "unlagged" takes Lemma 4\'s eps_PPO / '
             'E_nu[i + 1] from the unlagged weights; "bound" applies Lemma 4 to the lagged ones, '
@@ -174,7 +199,8 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
     Setting("compile_learner", "auto", one_of(COMPILE_SETTINGS),
             "torch.compile each minibatch's forward pass, loss, gradients, clip and finite "
             'check, once per learner process (the Adam step stays eager). "auto": after each '
-            "learner's first 3,200 gradient steps, so short runs never compile. New API stack."),
+            "learner's first 3,200 gradient steps, so short runs never compile. New API stack.",
+            hint=bool | str),
     Setting("stagger_starts", False, flag(),
             "Cut the first episode of training env g of G after L - round(L * g / G) steps (L "
             "the time limit), so that envs whose episodes all last L steps go out of phase. "
@@ -182,7 +208,8 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
     Setting("train_batch_size_per_env_runner", None, lambda c: _at_least_num_minibatches(c).or_none(),
             "The scale rule for adding samplers, in env steps: each EnvRunner (or the driver) "
             "collects this many new steps per iteration, n = this x max(1, `num_env_runners`). "
-            "None: n is `train_batch_size_per_learner` x learners.", reads=("num_minibatches",)),
+            "None: n is `train_batch_size_per_learner` x learners.",
+            reads=("num_minibatches",), hint=int | None),
     Setting("max_failed_samples_in_a_row", 3, count(1),
             "Samples in a row that may fail with no env step (RLlib restarting the EnvRunners in "
             "between) before training stops with the environment's error."),
@@ -190,7 +217,7 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
             "The age, in updates, of the youngest stored batch at every update: the EnvRunners "
             "act with a policy held back that far (a research setting). None: what sampling "
             "gives, 0 synchronous, 1 overlapped.",
-            reads=("num_env_runners", "overlap_sampling", "sample_reuse")),
+            reads=("num_env_runners", "overlap_sampling", "sample_reuse"), hint=int | None),
 )
 
 #: RLlib's settings, with GePPO's defaults (the paper's) and rules that hold for any algorithm.
@@ -217,14 +244,19 @@ RLLIB_SETTINGS: tuple[Setting, ...] = (
     Setting("num_learners", 0, RLLIB_RULES["num_learners"], "Learner processes."),
     Setting("seed", None, RLLIB_RULES["seed"], "The trial's seed; None draws one."),
 )
+# fmt: on
 
-_NO_KL = ("GePPO has no KL penalty: the clip range (`clip_param`) and the TV-driven policy lr "
-          "(`adaptive_lr`, `lr_adapt_factor`, `lr_adapt_min_ratio`) bound each update")
+_NO_KL = (
+    "GePPO has no KL penalty: the clip range (`clip_param`) and the TV-driven policy lr "
+    "(`adaptive_lr`, `lr_adapt_factor`, `lr_adapt_min_ratio`) bound each update"
+)
 _NO_LEARNER_CONNECTOR = (
     "GePPO's learner computes its inputs (V-trace advantages over the whole store) itself and runs "
     "no learner connector; transform observations with an env-to-module connector "
-    "(.env_runners(env_to_module_connector=...))")
+    "(.env_runners(env_to_module_connector=...))"
+)
 
+# fmt: off
 #: PPO's and RLlib's training settings that GePPO does not use: name -> (GePPO's default, what to
 #: use instead). validate() refuses any other value, before Ray starts (docs/algorithm.md).
 UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
@@ -249,10 +281,36 @@ UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
     "_learner_connector": (None, _NO_LEARNER_CONNECTOR),
     "add_default_connectors_to_learner_pipeline": (True, _NO_LEARNER_CONNECTOR),
 }
+# fmt: on
 
 #: RLlib's settings that only GePPO's new API stack takes with these values.
-NEW_STACK_ONLY = {"overlap_sampling": True, "grad_clip_scope": "all", "compile_learner": True,
-                  "stagger_starts": True}
+NEW_STACK_ONLY = {
+    "overlap_sampling": True,
+    "grad_clip_scope": "all",
+    "compile_learner": True,
+    "stagger_starts": True,
+}
+
+
+#: The names of GePPO's own settings, which ``GePPOConfig.training`` takes.
+GEPPO_NAMES = frozenset(setting.name for setting in GEPPO_SETTINGS)
+
+
+def training_signature(rllib_training: Callable) -> inspect.Signature:
+    """``GePPOConfig.training``'s signature: RLlib's keywords, then GePPO's own with their
+    defaults (what help() and editors show; the method itself takes ``**kwargs``)."""
+    rllib = inspect.signature(rllib_training)
+    params = [p for p in rllib.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    own = [
+        inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default, annotation=s.type_hint)
+        for s in GEPPO_SETTINGS
+    ]
+    return rllib.replace(parameters=[*params, *own], return_annotation="GePPOConfig")
+
+
+def training_annotations() -> dict[str, Any]:
+    """The types ``GePPOConfig.training`` declares for GePPO's own settings."""
+    return {setting.name: setting.type_hint for setting in GEPPO_SETTINGS}
 
 
 def training_docstring() -> str:
@@ -271,25 +329,31 @@ def refused_settings(config: Any) -> list[str]:
     the setting and the fix (empty: none); ``GePPOConfig.validate()`` raises them together."""
     problems = []
     if config.framework_str != "torch":
-        problems.append(f"GePPO is implemented in torch; got framework={config.framework_str!r}. "
-                        "Fix: .framework('torch').")
+        problems.append(
+            f"GePPO is implemented in torch; got framework={config.framework_str!r}. "
+            "Fix: .framework('torch')."
+        )
     if config.is_multi_agent and not config.enable_env_runner_and_connector_v2:
-        problems.append("GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
-                        "remove .api_stack(...), or the .multi_agent(...) settings.")
+        problems.append(
+            "GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
+            "remove .api_stack(...), or the .multi_agent(...) settings."
+        )
     if config.model_config.get("use_lstm") or config.model_config.get("use_attention"):
         problems.append(
             "GePPO trains feed-forward models only (use_lstm / use_attention): it re-evaluates "
             "every stored sample under the current policy one sample at a time, without the "
             "recurrent state and sequence that sample was collected with. Fix: leave "
             "use_lstm off and stack recent observations in the environment instead "
-            "(rllib_geppo.StackFrames, docs/your_environment.md).")
+            "(rllib_geppo.StackFrames, docs/your_environment.md)."
+        )
     problems += table_problems(config)
     if config.normalize_actions:
         problems.append(
             "`normalize_actions` must be False: GePPO's RLModule already maps its actions to "
             "the environment's units with the action bounds it holds, and RLlib would rescale "
             "them a second time. Fix: .environment(normalize_actions=False); clip_actions=True "
-            "keeps the actions within the bounds.")
+            "keeps the actions within the bounds."
+        )
     for where, model_config in geppo_model_configs(config).items():
         problems += [f"{where}{problem}" for problem in unread_model_config(model_config)]
     return problems + unused_setting_problems(config)
@@ -313,15 +377,28 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
     """Rules over several settings, for the settings that passed their own (``failed``: not)."""
     problems = []
     nu = None
-    if not failed & {"batch_multiple", "max_policies", "policy_weights", "weights_tradeoff",
-                     "weights_tradeoff_rule"}:  # nu is solved from these
+    if not failed & {
+        "batch_multiple",
+        "max_policies",
+        "policy_weights",
+        "weights_tradeoff",
+        "weights_tradeoff_rule",
+    }:  # nu is solved from these
         try:
             nu = config.nu
         except ValueError as err:
             problems.append(f"`policy_weights`: {err}")
-    if nu is not None and config.minibatch_size is not None and not failed & {
-            "minibatch_size", "num_learners", "train_batch_size_per_learner",
-            "train_batch_size_per_env_runner"}:
+    if (
+        nu is not None
+        and config.minibatch_size is not None
+        and not failed
+        & {
+            "minibatch_size",
+            "num_learners",
+            "train_batch_size_per_learner",
+            "train_batch_size_per_env_runner",
+        }
+    ):
         stored = len(nu) * config.samples_per_iteration // max(1, config.num_learners)
         if config.minibatch_size > stored:
             over = f" over {config.num_learners} learners" if config.num_learners > 1 else ""
@@ -329,15 +406,20 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
                 f"`minibatch_size` must be None or at most the samples each learner holds in the "
                 f"full store ({stored}: {len(nu)} batches of {config.samples_per_iteration} new "
                 f"samples{over}), from which GePPO draws its minibatches; got "
-                f"{config.minibatch_size!r}.")
+                f"{config.minibatch_size!r}."
+            )
     if not config.enable_env_runner_and_connector_v2:
         for setting, value in NEW_STACK_ONLY.items():
             if getattr(config, setting) == value:  # "auto" samples synchronously there
-                problems.append(f"`{setting}={value!r}` runs on the new API stack only; leave it "
-                                "at its default on the old API stack.")
+                problems.append(
+                    f"`{setting}={value!r}` runs on the new API stack only; leave it "
+                    "at its default on the old API stack."
+                )
     if config.is_multi_agent and config.stagger_starts:
-        problems.append("`stagger_starts=True` runs with single-agent environments only; leave "
-                        "it at False with .multi_agent(...).")
+        problems.append(
+            "`stagger_starts=True` runs with single-agent environments only; leave "
+            "it at False with .multi_agent(...)."
+        )
     return problems
 
 
@@ -348,8 +430,9 @@ def unused_setting_problems(config: Any) -> list[str]:
         value = getattr(config, setting)
         if not _same(value, default):
             name = setting.lstrip("_")
-            problems.append(f"`{name}={value!r}`: GePPO does not use `{name}` (leave it at "
-                            f"{default!r}): {instead}.")
+            problems.append(
+                f"`{name}={value!r}`: GePPO does not use `{name}` (leave it at {default!r}): {instead}."
+            )
     return problems
 
 
@@ -390,7 +473,8 @@ def warn_on_biased_evaluation(config: Any) -> None:
         _warn_once(
             f"Evaluation by episodes on {num_envs} envs per EnvRunner keeps the episodes that "
             "end first, the shortest where episodes can end early, so its return is biased. "
-            "Fix: .evaluation(evaluation_config={'num_envs_per_env_runner': 1}).")
+            "Fix: .evaluation(evaluation_config={'num_envs_per_env_runner': 1})."
+        )
 
 
 @functools.cache

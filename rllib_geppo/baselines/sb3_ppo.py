@@ -1,12 +1,13 @@
 """Stable-Baselines3's PPO as a Ray Tune function trainable, ``run: SB3PPO``: the PPO most
 practitioners run, side by side with GePPO in ``rllib train file`` and ``rllib-geppo report``.
 
-SB3 is an optional extra (``pip install -e '.[baselines]' from a checkout of rllib-geppo``), never needed by GePPO. The
-settings take RLlib's names and default to the paper's PPO (64x64 tanh networks, 2048 steps per
-iteration, 10 epochs of 64-sample minibatches, gamma 0.995, lambda 0.97, clip 0.2, lr 3e-4, grad
-clip 0.5), with SB3's ``VecNormalize`` for observations and rewards, as a user would run it.
-Everything else is SB3's default (Adam eps 1e-5, one optimizer and one gradient clip over policy
-and value, value-loss coefficient 0.5, orthogonal init, log-std 0).
+SB3 is an optional extra (``pip install -e '.[baselines]'`` from a checkout of rllib-geppo),
+never needed by GePPO. The settings take RLlib's names and default to the paper's PPO (64x64
+tanh networks, 2048 steps per iteration, 10 epochs of 64-sample minibatches, gamma 0.995, lambda
+0.97, clip 0.2, lr 3e-4, grad clip 0.5), with SB3's ``VecNormalize`` for observations and
+rewards, as a user would run it. Everything else is SB3's default (Adam eps 1e-5, one optimizer
+and one gradient clip over policy and value, value-loss coefficient 0.5, orthogonal init,
+log-std 0).
 
 Each SB3 rollout-and-train cycle is one Tune iteration; it reports RLlib's keys
 ``env_runners/episode_return_mean`` (the mean return of the episodes that ended in it) and
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,6 @@ from rllib_geppo.records.result_keys import STEPS_KEY
 #: The name ``run:`` takes in a YAML file (registered with Tune by ``import rllib_geppo``).
 TRAINABLE_NAME = "SB3PPO"
 INSTALL_HINT = "pip install -e '.[baselines]' from a checkout of rllib-geppo (Stable-Baselines3)"
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +64,8 @@ class SB3PPOSettings:
     num_envs_per_env_runner: int = 1
     grad_clip: float | None = 0.5
     model_config: Mapping[str, Any] = dataclasses.field(
-        default_factory=lambda: {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"})
+        default_factory=lambda: {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}
+    )
     normalize_observations: bool = True
     normalize_rewards: bool = True
 
@@ -76,12 +78,13 @@ class SB3PPOSettings:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "SB3PPOSettings":
+    def from_config(cls, config: Mapping[str, Any]) -> SB3PPOSettings:
         """Settings from a trial's config dict; unknown keys raise ValueError."""
         unknown = sorted(set(config) - set(cls.keys()))
         if unknown:
-            raise ValueError(f"not a setting of {TRAINABLE_NAME}: {', '.join(unknown)}. "
-                             f"Settings: {', '.join(cls.keys())}.")
+            raise ValueError(
+                f"not a setting of {TRAINABLE_NAME}: {', '.join(unknown)}. Settings: {', '.join(cls.keys())}."
+            )
         model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", **config.get("model_config", {})}
         return cls(**{**config, "model_config": model})
 
@@ -101,16 +104,24 @@ def _rules(settings: SB3PPOSettings) -> dict[str, Rule]:
         "clip_param": positive(),
         "num_epochs": count(1),
         "num_envs_per_env_runner": count(1),
-        "train_batch_size": Rule(lambda value: is_integer(envs) and is_integer(value) and value >= envs
-                                 and value % envs == 0, f"a multiple of num_envs_per_env_runner ({envs})"),
-        "minibatch_size": Rule(lambda value: is_integer(value) and 2 <= value <= batch,
-                               f"an integer in [2, train_batch_size ({batch})]"),
+        "train_batch_size": Rule(
+            lambda value: is_integer(envs) and is_integer(value) and value >= envs and value % envs == 0,
+            f"a multiple of num_envs_per_env_runner ({envs})",
+        ),
+        "minibatch_size": Rule(
+            lambda value: is_integer(value) and 2 <= value <= batch,
+            f"an integer in [2, train_batch_size ({batch})]",
+        ),
         "grad_clip": positive().or_none("no clip"),
-        "model_config": Rule(lambda value: isinstance(value, Mapping)
-                             and set(value) <= {"fcnet_hiddens", "fcnet_activation"}
-                             and value.get("fcnet_activation", "tanh") in _ACTIVATIONS,
-                             "a mapping with fcnet_hiddens and fcnet_activation, the activation "
-                             f"one of {sorted(_ACTIVATIONS)}"),
+        "model_config": Rule(
+            lambda value: (
+                isinstance(value, Mapping)
+                and set(value) <= {"fcnet_hiddens", "fcnet_activation"}
+                and value.get("fcnet_activation", "tanh") in _ACTIVATIONS
+            ),
+            "a mapping with fcnet_hiddens and fcnet_activation, the activation "
+            f"one of {sorted(_ACTIVATIONS)}",
+        ),
     }
 
 
@@ -134,20 +145,35 @@ def build_model(settings: SB3PPOSettings, vec_env_cls: type | None = None) -> An
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    envs = make_vec_env(settings.env, n_envs=settings.num_envs_per_env_runner, seed=settings.seed,
-                        vec_env_cls=vec_env_cls)
-    env = VecNormalize(envs, norm_obs=settings.normalize_observations,
-                       norm_reward=settings.normalize_rewards, gamma=settings.gamma)
+    envs = make_vec_env(
+        settings.env, n_envs=settings.num_envs_per_env_runner, seed=settings.seed, vec_env_cls=vec_env_cls
+    )
+    env = VecNormalize(
+        envs,
+        norm_obs=settings.normalize_observations,
+        norm_reward=settings.normalize_rewards,
+        gamma=settings.gamma,
+    )
     hiddens = list(settings.model_config["fcnet_hiddens"])
     return PPO(
-        "MlpPolicy", env, learning_rate=settings.lr, gamma=settings.gamma,
-        gae_lambda=settings.lambda_, clip_range=settings.clip_param, n_epochs=settings.num_epochs,
+        "MlpPolicy",
+        env,
+        learning_rate=settings.lr,
+        gamma=settings.gamma,
+        gae_lambda=settings.lambda_,
+        clip_range=settings.clip_param,
+        n_epochs=settings.num_epochs,
         n_steps=settings.train_batch_size // settings.num_envs_per_env_runner,
         batch_size=settings.minibatch_size,
         max_grad_norm=settings.grad_clip if settings.grad_clip is not None else math.inf,
-        policy_kwargs={"net_arch": {"pi": hiddens, "vf": hiddens},
-                       "activation_fn": getattr(torch.nn, _ACTIVATIONS[settings.model_config["fcnet_activation"]])},
-        seed=settings.seed, device="cpu", verbose=0)
+        policy_kwargs={
+            "net_arch": {"pi": hiddens, "vf": hiddens},
+            "activation_fn": getattr(torch.nn, _ACTIVATIONS[settings.model_config["fcnet_activation"]]),
+        },
+        seed=settings.seed,
+        device="cpu",
+        verbose=0,
+    )
 
 
 def sb3_ppo(config: dict[str, Any]) -> None:
@@ -165,7 +191,8 @@ def sb3_ppo(config: dict[str, Any]) -> None:
         seen = [len(m.get_episode_rewards()) for m in monitors]
         runners: dict[str, Any] = {"num_episodes": len(new_returns)}
         if new_returns:  # the return of an iteration in which no episode ended is left out
-            runners.update(episode_return_mean=float(np.mean(new_returns)),
-                           episode_len_mean=float(np.mean(new_lengths)))
+            runners.update(
+                episode_return_mean=float(np.mean(new_returns)), episode_len_mean=float(np.mean(new_lengths))
+            )
         # Nested like RLlib's results: env_runners/episode_return_mean, ...
         tune.report({STEPS_KEY: int(model.num_timesteps), "env_runners": runners})

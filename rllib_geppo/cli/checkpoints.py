@@ -101,11 +101,15 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
         intact = next((c for c in reversed(checkpoints[:-1]) if damaged_file(c) is None), None)
         what = f"checkpoint {checkpoints[-1]} is damaged: {path.name} ({path}): {reason}."
         if intact is None:
-            raise UserError(f"{what} The trial has no earlier intact checkpoint: start a new run "
-                            "(leave out --resume, or pass another --name).")
+            raise UserError(
+                f"{what} The trial has no earlier intact checkpoint: start a new run "
+                "(leave out --resume, or pass another --name)."
+            )
         if not skip_damaged:
-            raise UserError(f"{what} The previous intact checkpoint is {intact.name}; continue "
-                            f"from it with: {resume_command} --skip-damaged-checkpoints")
+            raise UserError(
+                f"{what} The previous intact checkpoint is {intact.name}; continue "
+                f"from it with: {resume_command} --skip-damaged-checkpoints"
+            )
         log.warning("%s Restoring %s from %s.", what, trial_dir.name, intact.name)
         resume_from[trial_dir.name] = intact
     return resume_from
@@ -171,15 +175,22 @@ class ResumeFromCheckpoints(Callback):
         recorded = {Path(r.checkpoint.path).name: r for r in manager.best_checkpoint_results}
         result = recorded.get(checkpoint.name) or unrecorded_result(checkpoint)
         if result is None:
-            log.warning("%s: Tune has no record of this checkpoint and its iteration's result is "
-                        "not in result.json; the trial resumes from the checkpoint Tune names "
-                        "instead (%s).", checkpoint, Path(latest.checkpoint.path).name if latest
-                        else "none: it starts over")
+            log.warning(
+                "%s: Tune has no record of this checkpoint and its iteration's result is "
+                "not in result.json; the trial resumes from the checkpoint Tune names "
+                "instead (%s).",
+                checkpoint,
+                Path(latest.checkpoint.path).name if latest else "none: it starts over",
+            )
             return
         if trial.status != "TERMINATED":
-            log.warning("%s: resuming from %s (iteration %s); Tune's experiment state named %s.",
-                        Path(trial.path).name, checkpoint.name, result.metrics.get("training_iteration"),
-                        Path(latest.checkpoint.path).name if latest else "no checkpoint")
+            log.warning(
+                "%s: resuming from %s (iteration %s); Tune's experiment state named %s.",
+                Path(trial.path).name,
+                checkpoint.name,
+                result.metrics.get("training_iteration"),
+                Path(latest.checkpoint.path).name if latest else "no checkpoint",
+            )
         trial.on_checkpoint(result)
 
 

@@ -52,8 +52,7 @@ class ConfigSchema:
     def is_key(self, key: str) -> bool:
         """to_dict() keys, attributes (lambda_), settable properties and the model_config alias."""
         return (
-            key in self.values or key in vars(self.defaults) or self._settable(key)
-            or key == "model_config"
+            key in self.values or key in vars(self.defaults) or self._settable(key) or key == "model_config"
         )
 
     def _settable(self, key: str) -> bool:
@@ -102,9 +101,10 @@ class ConfigSchema:
         if len(problems) == 1:
             raise UserError(problems[0])
         if problems:
-            raise UserError(f"{spec.where()}: {len(problems)} problems in the config; fix them "
-                            "all:\n" + "\n".join(f"  - {_without(problem, spec.where())}"
-                                                  for problem in problems))
+            raise UserError(
+                f"{spec.where()}: {len(problems)} problems in the config; fix them "
+                "all:\n" + "\n".join(f"  - {_without(problem, spec.where())}" for problem in problems)
+            )
 
     def _check_key(self, key: str, value: Any, trial: dict[str, Any], spec: ExperimentSpec) -> None:
         """One config key: known, of an accepted kind and value; raises UserError."""
@@ -134,6 +134,7 @@ class ConfigSchema:
     def _rejections(self, trial: dict[str, Any], spec: ExperimentSpec) -> list[str]:
         """What the algorithm's config refuses: each of GePPO's refused settings (its
         ``refused_settings``), else the first error of RLlib's validate()."""
+
         def rejects(message: str) -> str:
             # Drop RLlib's advice to switch validation off: the fix is to change the value.
             message = message.split("\nTo suppress all validation errors")[0]
@@ -155,7 +156,7 @@ def _without(problem: str, where: str) -> str:
     """A problem's message without the place the list of problems names already."""
     for prefix in (where + ": ", where + ", "):
         if problem.startswith(prefix):
-            return problem[len(prefix):]
+            return problem[len(prefix) :]
     return problem
 
 

@@ -53,8 +53,9 @@ def import_modules() -> None:
         importlib.import_module(name)
 
 
-def prepare_env_modules(yaml_file: str | Path, imports: Sequence[str], envs: Mapping[Any, str], *,
-                        cluster: bool = False) -> EnvModules:
+def prepare_env_modules(
+    yaml_file: str | Path, imports: Sequence[str], envs: Mapping[Any, str], *, cluster: bool = False
+) -> EnvModules:
     """Import the ``--import`` modules and the module of each class-path env of ``envs`` (env ->
     where the file sets it) here, from where they are installed or from beside ``yaml_file``
     (whose folder then goes on this process's path); every module that came from that folder,
@@ -71,11 +72,15 @@ def prepare_env_modules(yaml_file: str | Path, imports: Sequence[str], envs: Map
         _import(name, folder, f"--import {name}", yaml_file, cluster=False)
     for env, where in envs.items():  # after the imports, which may register names with dots
         if is_class_path(env):
-            _import(env.rpartition(".")[0], folder, f"{where}, 'env: {env}'", yaml_file,
-                    cluster=cluster)
-    shipped = [_source(module) for name, module in list(sys.modules.items())
-               if name not in before and "." not in name and _source(module) is not None
-               and folder in _source(module).parents]
+            _import(env.rpartition(".")[0], folder, f"{where}, 'env: {env}'", yaml_file, cluster=cluster)
+    shipped = [
+        _source(module)
+        for name, module in list(sys.modules.items())
+        if name not in before
+        and "." not in name
+        and _source(module) is not None
+        and folder in _source(module).parents
+    ]
     return EnvModules(tuple(dict.fromkeys(shipped)), tuple(imports))
 
 
@@ -88,14 +93,15 @@ def _import(module: str, folder: Path, what: str, yaml_file: str | Path, *, clus
         sys.path.insert(0, str(folder))
         importlib.invalidate_caches()
     elif spec is None:
-        message = (f"{what}: cannot import {top}: it is not installed, not on PYTHONPATH and not "
-                   f"beside {yaml_file}. Fix: run with PYTHONPATH=<the folder that holds {top}> "
-                   f"(PYTHONPATH=. from that folder), move {top} beside the YAML file, or install "
-                   "its package.")
+        message = (
+            f"{what}: cannot import {top}: it is not installed, not on PYTHONPATH and not "
+            f"beside {yaml_file}. Fix: run with PYTHONPATH=<the folder that holds {top}> "
+            f"(PYTHONPATH=. from that folder), move {top} beside the YAML file, or install "
+            "its package."
+        )
         if not cluster:
             raise UserError(message)
-        log.warning("%s If the cluster's nodes have it installed, the trials make the env there.",
-                    message)
+        log.warning("%s If the cluster's nodes have it installed, the trials make the env there.", message)
         return
     try:
         importlib.import_module(module)

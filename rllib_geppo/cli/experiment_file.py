@@ -21,10 +21,10 @@ import yaml
 
 from rllib_geppo.cli.config_schema import describe, is_int
 from rllib_geppo.cli.errors import UserError, suggest
+
 # Tune's saved state of a run started before mean_std_filter moved names it here (--resume).
 from rllib_geppo.cli.trainables import mean_std_filter  # noqa: F401
 from rllib_geppo.records.result_keys import STEPS_KEY
-
 
 EXPERIMENT_KEYS = ("run", "env", "stop", "config", "num_samples", "checkpoint_config", "max_failures")
 # Keys of RLlib's older YAML files that Tune 2.60 no longer takes, with their replacement.
@@ -61,9 +61,11 @@ def parse_yaml(text: str, source: str) -> Any:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(e, "problem", None) or str(e)
         if isinstance(e, yaml.constructor.ConstructorError):  # well-formed, but a tag we do not read
-            raise UserError(f"{where}: YAML tag not allowed: {problem}. Tuned-example files hold "
-                            "plain values; remove the tag.")
-        raise UserError(f"{where}: YAML syntax error: {problem}. Fix the YAML at that spot.")
+            raise UserError(
+                f"{where}: YAML tag not allowed: {problem}. Tuned-example files hold "
+                "plain values; remove the tag."
+            ) from None
+        raise UserError(f"{where}: YAML syntax error: {problem}. Fix the YAML at that spot.") from None
 
 
 @dataclasses.dataclass
@@ -92,15 +94,18 @@ def load_experiments(path: str | Path) -> list[ExperimentSpec]:
     """Reads a tuned-example file into ExperimentSpecs (structure checked, values not yet)."""
     path = Path(path)
     if path.is_dir():
-        raise UserError(f"{path}: is a directory. Pass the path of a tuned-example YAML file, "
-                        "e.g. tuned_examples/geppo_hopper.yaml.")
+        raise UserError(
+            f"{path}: is a directory. Pass the path of a tuned-example YAML file, "
+            "e.g. tuned_examples/geppo_hopper.yaml."
+        )
     if not path.is_file():
         raise UserError(f"{path}: no such file. Pass the path of a tuned-example YAML file.")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not a UTF-8 text file (binary?). Pass a tuned-example YAML "
-                        "file, saved as UTF-8.") from None
+        raise UserError(
+            f"{path}: not a UTF-8 text file (binary?). Pass a tuned-example YAML file, saved as UTF-8."
+        ) from None
     except OSError as e:
         raise UserError(f"{path}: cannot be read ({e.strerror}). Check its permissions.") from None
     data = parse_yaml(text, str(path))
@@ -148,9 +153,11 @@ def _experiment_spec(path: Path, name: str, exp: Any) -> ExperimentSpec:
     )
     _check_num_samples(spec.num_samples, f"{where}, 'num_samples'")
     if not is_int(spec.max_failures, -1):
-        raise UserError(f"{where}, 'max_failures': expected an integer >= -1 (how often a failed "
-                        "trial restarts from its last checkpoint; -1: always), got "
-                        f"{describe(spec.max_failures)}.")
+        raise UserError(
+            f"{where}, 'max_failures': expected an integer >= -1 (how often a failed "
+            "trial restarts from its last checkpoint; -1: always), got "
+            f"{describe(spec.max_failures)}."
+        )
     return spec
 
 
@@ -219,8 +226,7 @@ def select_experiments(
     for name in names:
         if not any(named_by(experiment, [name]) for experiment in known):
             raise UserError(
-                f"{path}: no experiment '{name}'.{suggest(name, known)} "
-                f"Experiments: {', '.join(known)}."
+                f"{path}: no experiment '{name}'.{suggest(name, known)} Experiments: {', '.join(known)}."
             )
     return [s for s in specs if named_by(s.name, names)]
 

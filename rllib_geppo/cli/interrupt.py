@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import signal
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ray.tune import Callback
 from ray.tune.result import SHOULD_CHECKPOINT
@@ -64,8 +65,12 @@ class GracefulStop(Callback):
             self._end()
             return
         self.signal, self._asked = signum, True
-        log.warning("%s: each running trial ends its iteration and saves a checkpoint, then the "
-                    "run stops (%s again stops it now).", name, name)
+        log.warning(
+            "%s: each running trial ends its iteration and saves a checkpoint, then the "
+            "run stops (%s again stops it now).",
+            name,
+            name,
+        )
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if not self._asked:

@@ -51,7 +51,12 @@ from rllib_geppo.cli.preflight import (
 from rllib_geppo.cli.progress import BestReturns
 from rllib_geppo.cli.quiet import quiet_console
 from rllib_geppo.cli.resume import (
-    check_run_lock, check_unchanged, mark_finished_trials, order_as_created, run_lock, saved_stops,
+    check_run_lock,
+    check_unchanged,
+    mark_finished_trials,
+    order_as_created,
+    run_lock,
+    saved_stops,
     saved_trials,
 )
 from rllib_geppo.cli.stranded import StrandedTrials
@@ -84,58 +89,74 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every experiment of a tuned-example YAML file as one Ray Tune run.",
     )
     file.add_argument("file", help="tuned-example YAML file, e.g. tuned_examples/geppo_hopper.yaml")
+    file.add_argument("--address", help="join this Ray cluster (e.g. auto); default: start a local Ray")
     file.add_argument(
-        "--address", help="join this Ray cluster (e.g. auto); default: start a local Ray"
-    )
-    file.add_argument(
-        "--storage-path", default="results",
+        "--storage-path",
+        default="results",
         help="where Tune writes results and checkpoints (default: ./results)",
     )
     file.add_argument(
         "--dry-run", action="store_true", help="validate, print the resolved trials as YAML, stop"
     )
     file.add_argument(
-        "--config", "-c", action="append", default=[], metavar="KEY=VALUE",
+        "--config",
+        "-c",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value in every experiment; VALUE is YAML, dots reach nested keys "
         "(e.g. -c lr=1e-4 -c model_config.fcnet_hiddens=[32,32]); repeatable",
     )
     file.add_argument(
-        "--stop", action="append", default=[], metavar="KEY=VALUE",
+        "--stop",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="add or override a stop criterion, e.g. --stop training_iteration=5; repeatable",
     )
     file.add_argument("--num-samples", type=int, help="override num_samples of every experiment")
     file.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
         help="import this module first, here and in every Ray worker: one that registers envs "
         "(tune.register_env, gymnasium's register) that the file names; a module beside the "
         "file is found there; repeatable",
     )
     file.add_argument(
-        "--experiment", "-e", action="append", default=[], metavar="NAME",
+        "--experiment",
+        "-e",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="run only this experiment of the file; a shell-style pattern ('walker2d-*') runs "
-             "every match; repeatable",
+        "every match; repeatable",
     )
     file.add_argument(
         "--name", help="run directory under --storage-path (default: the file's name without .yaml)"
     )
     file.add_argument(
-        "--resume", action="store_true",
+        "--resume",
+        action="store_true",
         help="resume the run in --storage-path/--name: unfinished and failed trials continue",
     )
     file.add_argument(
-        "--skip-damaged-checkpoints", action="store_true",
+        "--skip-damaged-checkpoints",
+        action="store_true",
         help="with --resume: a trial whose newest checkpoint cannot be read continues from its "
         "previous intact checkpoint (default: exit naming the damaged file)",
     )
     file.add_argument(
-        "--verbose", "-v", action="store_true",
+        "--verbose",
+        "-v",
+        action="store_true",
         help="show every message of Ray, RLlib and Tune (default: known-harmless ones are hidden)",
     )
     file.set_defaults(handler=train_file)
     # Its arguments, --help included, are parsed by rllib_geppo.report once imported.
-    commands.add_parser(
-        "report", add_help=False, help="tables and plots from results (report --help)"
-    )
+    commands.add_parser("report", add_help=False, help="tables and plots from results (report --help)")
     return parser
 
 
@@ -143,8 +164,12 @@ def train_file(args: argparse.Namespace) -> int:
     """`train file`: validate everything, then print (--dry-run) or run."""
     specs = select_experiments(load_experiments(args.file), args.experiment, args.file)
     specs = [apply_overrides(s, args.config, args.stop, args.num_samples) for s in specs]
-    envs = {t["env"]: s.where("config.env") for s in specs for t in resolve_trials(s)
-            if isinstance(t.get("env"), str)}
+    envs = {
+        t["env"]: s.where("config.env")
+        for s in specs
+        for t in resolve_trials(s)
+        if isinstance(t.get("env"), str)
+    }
     env_modules = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
     trials = {s.name: validate_experiment(s) for s in specs}
     if args.dry_run:
@@ -160,19 +185,36 @@ def train_file(args: argparse.Namespace) -> int:
     if args.resume and local:
         specs = resumed_specs(args, specs, trials, run_path(storage, run_name))
     elif args.resume:
-        log.warning("--resume from %s: Tune reads the run there; the checks of a local run (its "
-                    "saved settings, checkpoints and lock) do not apply to remote storage.", storage)
-    log.info("%s: %d trial(s) in %d experiment(s); results in %s",
-             args.file, sum(map(len, trials.values())), len(specs), run_path(storage, run_name))
-    with (quiet_console(not args.verbose) as console,
-          ray_session(args.address, console, env_modules.runtime_env())):
+        log.warning(
+            "--resume from %s: Tune reads the run there; the checks of a local run (its "
+            "saved settings, checkpoints and lock) do not apply to remote storage.",
+            storage,
+        )
+    log.info(
+        "%s: %d trial(s) in %d experiment(s); results in %s",
+        args.file,
+        sum(map(len, trials.values())),
+        len(specs),
+        run_path(storage, run_name),
+    )
+    with (
+        quiet_console(not args.verbose) as console,
+        ray_session(args.address, console, env_modules.runtime_env()),
+    ):
         check_cluster_resources(specs, trials, args.address)
         best_returns, stop, nodes_before = BestReturns(), GracefulStop(), dead_nodes()
         try:
             with run_lock(Path(run_path(storage, run_name))) if local else nullcontext():
-                results = run_experiments(specs, run_name, storage, args.resume, best_returns,
-                                          resume_from, stop,
-                                          StrandedTrials(resume_command(args, run_name)))
+                results = run_experiments(
+                    specs,
+                    run_name,
+                    storage,
+                    args.resume,
+                    best_returns,
+                    resume_from,
+                    stop,
+                    StrandedTrials(resume_command(args, run_name)),
+                )
         finally:
             stop.restore()
         print("\nSummary:")
@@ -183,8 +225,11 @@ def train_file(args: argparse.Namespace) -> int:
 
 
 def preflight(
-    args: argparse.Namespace, specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]],
-    storage: str, run_name: str,
+    args: argparse.Namespace,
+    specs: Sequence[ExperimentSpec],
+    trials: Mapping[str, list[dict]],
+    storage: str,
+    run_name: str,
 ) -> dict[str, Path]:
     """The checks that need no Ray: the run to resume and its checkpoints, the cluster's
     address, and (for a local Ray) the trials' CPUs against this machine's. Resources are
@@ -212,8 +257,9 @@ def preflight(
     return resume_from
 
 
-def resumed_specs(args: argparse.Namespace, specs: Sequence[ExperimentSpec],
-                  trials: Mapping[str, list[dict]], run_dir: str) -> list[ExperimentSpec]:
+def resumed_specs(
+    args: argparse.Namespace, specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]], run_dir: str
+) -> list[ExperimentSpec]:
     """The experiments as the saved run holds them: options that would change the run are
     refused (:mod:`rllib_geppo.cli.resume`), and each shows the stop criteria Tune uses."""
     saved = saved_trials(Path(run_dir))
@@ -256,8 +302,10 @@ def report_command(argv: Sequence[str]) -> int:
         from rllib_geppo.report import main as report
     except ModuleNotFoundError as e:
         if e.name == "rllib_geppo.report.main":
-            raise UserError("the report command is not available in this installation.")
-        raise UserError(f"the report command needs '{e.name}': pip install -e '.[report]' from a checkout of rllib-geppo.")
+            raise UserError("the report command is not available in this installation.") from None
+        raise UserError(
+            f"the report command needs '{e.name}': pip install -e '.[report]' from a checkout of rllib-geppo."
+        ) from None
     parser = argparse.ArgumentParser(prog=f"{_prog()} report")
     report.add_report_arguments(parser)
     return report.run_report(parser.parse_args(argv))

@@ -52,8 +52,10 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
         f"checkpoint {trial.checkpoint.path}" if trial.checkpoint else "no checkpoint",
     ]
     if trial.status == "TERMINATED" and sampled_nothing(trial):
-        parts.append("it sampled no env step: every sample failed (the EnvRunners' errors are "
-                     "above); fix the environment and start a new run")
+        parts.append(
+            "it sampled no env step: every sample failed (the EnvRunners' errors are "
+            "above); fix the environment and start a new run"
+        )
     if trial.run_metadata.error_filename:
         # Where Tune copied it with the trial's results (error_file is Ray's session folder).
         error_file = Path(trial.path, trial.run_metadata.error_filename)
@@ -88,7 +90,7 @@ def exception_line(error_text: str) -> str | None:
     message may go on over more lines. Without a traceback: the failure's first line."""
     lines = last_failure(error_text)
     frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
-    after = lines[frames[-1] + 1:] if frames else lines
+    after = lines[frames[-1] + 1 :] if frames else lines
     return next((line.strip() for line in after if line.strip() and not line[0].isspace()), None)
 
 
@@ -96,11 +98,12 @@ def last_failure(error_text: str) -> list[str]:
     """The lines of the last failure in Tune's error file (all of them if it has no header)."""
     lines = error_text.splitlines()
     failures = [i for i, line in enumerate(lines) if line.startswith("Failure # ")]
-    return lines[failures[-1] + 1:] if failures else lines
+    return lines[failures[-1] + 1 :] if failures else lines
 
 
-def exit_status(resume_line: str, results: Sequence[Any], signum: int | None,
-                lost: Mapping[str, str] | None) -> int:
+def exit_status(
+    resume_line: str, results: Sequence[Any], signum: int | None, lost: Mapping[str, str] | None
+) -> int:
     """The command's exit status, after the warning that says how to go on (``resume_line``, the
     command that resumes the run): 130 or 143 for a run stopped by Ctrl+C or SIGTERM
     (:mod:`rllib_geppo.cli.interrupt`), 1 for a failed trial (naming the nodes the cluster lost,
@@ -113,14 +116,21 @@ def exit_status(resume_line: str, results: Sequence[Any], signum: int | None,
     if "ERROR" not in statuses:
         return 0
     if lost:
-        log.warning("The cluster lost %d node(s) during the run, at %s. The trials that failed "
-                    "with them continue from their last checkpoint, once the cluster has room for "
-                    "them, with: %s", len(lost), ", ".join(sorted(set(lost.values()))),
-                    resume_line)
+        log.warning(
+            "The cluster lost %d node(s) during the run, at %s. The trials that failed "
+            "with them continue from their last checkpoint, once the cluster has room for "
+            "them, with: %s",
+            len(lost),
+            ", ".join(sorted(set(lost.values()))),
+            resume_line,
+        )
     elif lost is not None:
-        log.warning("A failed trial's process went away (Ray: its actor is unavailable or died), "
-                    "as when the node it runs on is lost. It continues from its last checkpoint, "
-                    "once the cluster has room for it, with: %s", resume_line)
+        log.warning(
+            "A failed trial's process went away (Ray: its actor is unavailable or died), "
+            "as when the node it runs on is lost. It continues from its last checkpoint, "
+            "once the cluster has room for it, with: %s",
+            resume_line,
+        )
     return 1
 
 
@@ -137,8 +147,11 @@ def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[s
     """Where a failed trial's actor went away: the nodes that died since the run started (node
     id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark dead the nodes those
     actors ran on; possibly none (the process alone died). None where no trial failed that way."""
-    failures = [error_text(Path(t.path, t.run_metadata.error_filename)) for t in results
-                if trial_status(t) == "ERROR" and t.run_metadata.error_filename]
+    failures = [
+        error_text(Path(t.path, t.run_metadata.error_filename))
+        for t in results
+        if trial_status(t) == "ERROR" and t.run_metadata.error_filename
+    ]
     actors = lost_actors([text for text in failures if text])
     if actors is None:
         return None
@@ -155,8 +168,7 @@ def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[s
 def lost_actors(error_texts: Sequence[str]) -> set[str] | None:
     """The IDs of the actors that went away in the last failures of these error files (Tune's
     ``error.txt``); None where no failure was such a loss."""
-    lost = [text for text in error_texts
-            if any(word in (exception_line(text) or "") for word in ACTOR_LOST)]
+    lost = [text for text in error_texts if any(word in (exception_line(text) or "") for word in ACTOR_LOST)]
     if not lost:
         return None
     # The ID is in the exception's first line (ActorUnavailableError) or further down its
@@ -176,8 +188,11 @@ def dead_actor_nodes(actor_ids: set[str]) -> set[str]:
     except Exception as e:  # noqa: BLE001 - only the wait's precision depends on it
         log.debug("Ray's actor table could not be read: %s", e)
         return set()
-    return {node for info in infos if info.get("State") == "DEAD"
-            and (node := info.get("Address", {}).get("NodeID"))}
+    return {
+        node
+        for info in infos
+        if info.get("State") == "DEAD" and (node := info.get("Address", {}).get("NodeID"))
+    }
 
 
 def dead_nodes() -> dict[str, str]:

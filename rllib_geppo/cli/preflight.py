@@ -34,9 +34,16 @@ CLIENT_PORT = 10001
 AUTH_MODE = "RAY_AUTH_MODE"
 # The settings behind a trial's resource request, shown when a trial does not fit.
 RESOURCE_KEYS = (
-    "num_env_runners", "num_cpus_per_env_runner", "num_gpus_per_env_runner",
-    "num_learners", "num_cpus_per_learner", "num_gpus_per_learner",
-    "num_cpus_for_main_process", "num_gpus", "evaluation_interval", "evaluation_num_env_runners",
+    "num_env_runners",
+    "num_cpus_per_env_runner",
+    "num_gpus_per_env_runner",
+    "num_learners",
+    "num_cpus_per_learner",
+    "num_gpus_per_learner",
+    "num_cpus_for_main_process",
+    "num_gpus",
+    "evaluation_interval",
+    "evaluation_num_env_runners",
 )
 # What to change when a trial asks for more of a resource than exists.
 FIXES = {
@@ -95,8 +102,11 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as e:
-        reason = "no answer within %gs" % timeout_s if isinstance(e, TimeoutError) else (
-            e.strerror or str(e)).lower()
+        reason = (
+            f"no answer within {timeout_s:g}s"
+            if isinstance(e, TimeoutError)
+            else (e.strerror or str(e)).lower()
+        )
         shown = address if resolved == address else f"{address} ({resolved})"
         raise UserError(
             f"--address {shown}: nothing answers at {host}:{port} ({reason}). Check the address "
@@ -116,8 +126,11 @@ def check_token(address: str) -> None:
     for a Ray Client address (``ray://``).
     """
     resolved = resolve_address(address)
-    if resolved is None or resolved.startswith("ray://") or (
-            address == "auto" and AUTH_MODE not in os.environ):
+    if (
+        resolved is None
+        or resolved.startswith("ray://")
+        or (address == "auto" and AUTH_MODE not in os.environ)
+    ):
         return
     from ray._raylet import GcsClient  # what ray.init connects with
     from ray.exceptions import AuthenticationError
@@ -132,11 +145,16 @@ def check_token(address: str) -> None:
 
 def token_refused(address: str) -> str:
     """The message for a cluster that refused this process's token, with the fix."""
-    why = ("its token is not the cluster's" if os.environ.get(AUTH_MODE, "").lower() == "token"
-           else f"{AUTH_MODE} is not 'token' here, so it sent none")
-    return (f"--address {address}: the cluster uses Ray's token authentication and refused this "
-            f"process: {why}. Set {AUTH_MODE}=token and the cluster's token (RAY_AUTH_TOKEN=<token>, "
-            "or the file ~/.ray/auth_token) where you run this command, as on the cluster's nodes.")
+    why = (
+        "its token is not the cluster's"
+        if os.environ.get(AUTH_MODE, "").lower() == "token"
+        else f"{AUTH_MODE} is not 'token' here, so it sent none"
+    )
+    return (
+        f"--address {address}: the cluster uses Ray's token authentication and refused this "
+        f"process: {why}. Set {AUTH_MODE}=token and the cluster's token (RAY_AUTH_TOKEN=<token>, "
+        "or the file ~/.ray/auth_token) where you run this command, as on the cluster's nodes."
+    )
 
 
 def connection_failure(address: str, error: BaseException) -> str:
@@ -151,8 +169,11 @@ def connection_failure(address: str, error: BaseException) -> str:
     if "InvalidAuthToken" in text or "AuthenticationError" in text:
         return token_refused(address)
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), None)
-    return f"--address {address}: {error}" + (f" ({last})" if last else "") + (
-        ". Check that the cluster is up (`ray status` on its head node).")
+    return (
+        f"--address {address}: {error}"
+        + (f" ({last})" if last else "")
+        + (". Check that the cluster is up (`ray status` on its head node).")
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +232,8 @@ def exceeding(request: Mapping[str, float], available: Mapping[str, float]) -> l
 
 
 def check_cluster_resources(
-    specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict[str, Any]]],
+    specs: Sequence[ExperimentSpec],
+    trials: Mapping[str, list[dict[str, Any]]],
     address: str | None,
 ) -> None:
     """Once Ray runs: every trial against `ray.cluster_resources()` (the local Ray's, or the
@@ -248,9 +270,11 @@ def check_resume(storage_path: str, run_name: str, run_dir: str) -> None:
     if any(Path(run_dir).glob("experiment_state-*.json")):
         return
     runs = existing_runs(storage_path)
-    listed = (f"Runs there: {', '.join(runs)}; pass one with --name, or leave out --resume to "
-              "start a new run." if runs else
-              "There are no runs there; leave out --resume to start a new run.")
+    listed = (
+        f"Runs there: {', '.join(runs)}; pass one with --name, or leave out --resume to start a new run."
+        if runs
+        else "There are no runs there; leave out --resume to start a new run."
+    )
     raise UserError(f"--resume: no run '{run_name}' in {storage_path}. {listed}")
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ray.tune import Callback, CLIReporter
 
@@ -25,12 +26,16 @@ BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "s
 
 def budgets_of(stop: Mapping[str, Any]) -> dict[str, float]:
     """The stop criteria that progress can be measured against: result key -> value."""
-    return {key: float(stop[key]) for key in BUDGET_KEYS
-            if isinstance(stop.get(key), (int, float)) and stop[key] > 0}
+    return {
+        key: float(stop[key])
+        for key in BUDGET_KEYS
+        if isinstance(stop.get(key), (int, float)) and stop[key] > 0
+    }
 
 
-def progress_line(trials: list[tuple[Mapping[str, float], Mapping[str, float], bool]],
-                  elapsed_s: float) -> str | None:
+def progress_line(
+    trials: list[tuple[Mapping[str, float], Mapping[str, float], bool]], elapsed_s: float
+) -> str | None:
     """``Progress: env steps 88,064 / 200,000 (44%), about 3 min 43 s left`` over trials.
 
     Each trial is (its latest values, its budgets, whether it finished). A trial stops at
@@ -95,12 +100,17 @@ class BudgetReporter(CLIReporter):
     def _progress(self, trials: list) -> str | None:
         measured = []
         for trial in trials:
-            budgets = next((b for name, b in self._budgets.items() if str(trial).startswith(f"{name}_")), None)
+            budgets = next(
+                (b for name, b in self._budgets.items() if str(trial).startswith(f"{name}_")), None
+            )
             if not budgets:
                 continue
             result = trial.last_result or {}
-            values = {key: float(result[key]) for key in budgets
-                      if isinstance(result.get(key), (int, float)) and math.isfinite(result[key])}
+            values = {
+                key: float(result[key])
+                for key in budgets
+                if isinstance(result.get(key), (int, float)) and math.isfinite(result[key])
+            }
             measured.append((values, budgets, trial.status == "TERMINATED" and bool(result.get("done"))))
         return progress_line(measured, time.time() - self._started)
 

@@ -19,8 +19,9 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from typing import TextIO
 
 #: Text of messages known to be harmless in ``rllib train file`` runs, and why.
 KNOWN_NOISE = (
@@ -114,7 +115,10 @@ class QuietConsole:
         logging.getLogger("ray").setLevel(logging.WARNING)
         filtered = {id(self._originals["stdout"]): sys.stdout, id(self._originals["stderr"]): sys.stderr}
         loggers = [logging.getLogger()] + [
-            logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)]
+            logger
+            for logger in logging.Logger.manager.loggerDict.values()
+            if isinstance(logger, logging.Logger)
+        ]
         for logger in loggers:
             for handler in logger.handlers:
                 stream = getattr(handler, "stream", None)

@@ -199,7 +199,9 @@ class ProgressCSV(CSVLoggerCallback):
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
         if trial not in self._files:
             self.log_trial_start(trial)
-        self._files[trial].append(flatten_dict({k: v for k, v in result.items() if k != "config"}, delimiter="/"))
+        self._files[trial].append(
+            flatten_dict({k: v for k, v in result.items() if k != "config"}, delimiter="/")
+        )
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         if trial in self._files:

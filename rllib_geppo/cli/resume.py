@@ -22,11 +22,11 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import named_by, parse_assignment
@@ -65,16 +65,23 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
     try:
         data = json.loads(state.read_text())
         trials = [json.loads(entry[0]) for entry in data["trial_data"]]
-        return [SavedTrial(experiment=t["custom_trial_name"].rsplit("_", 1)[0],
-                           config=dict(t["config"]), stop=dict(t["stopping_criterion"] or {}),
-                           status=t["status"], folder=t["relative_logdir"])
-                for t in trials]
+        return [
+            SavedTrial(
+                experiment=t["custom_trial_name"].rsplit("_", 1)[0],
+                config=dict(t["config"]),
+                stop=dict(t["stopping_criterion"] or {}),
+                status=t["status"],
+                folder=t["relative_logdir"],
+            )
+            for t in trials
+        ]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(
             f"--resume: the run's saved state {state} cannot be read ({type(e).__name__}: {e}); "
             "it is damaged, e.g. cut short by a full disk, and Tune would start the run over. "
             "Free space, then start a new run (leave out --resume, or pass another --name); the "
-            "trials' checkpoints and results in that folder stay as they are.") from None
+            "trials' checkpoints and results in that folder stay as they are."
+        ) from None
 
 
 def mark_finished_trials(run_dir: Path) -> list[str]:
@@ -102,8 +109,11 @@ def mark_finished_trials(run_dir: Path) -> list[str]:
         metadata["last_result"] = last
         entry[0], entry[1] = json.dumps(trial, indent=2), json.dumps(metadata)
         finished.append(trial["relative_logdir"])
-        log.info("%s finished (iteration %s) after the run's state was saved; it stays finished.",
-                 trial["custom_trial_name"], last.get("training_iteration"))
+        log.info(
+            "%s finished (iteration %s) after the run's state was saved; it stays finished.",
+            trial["custom_trial_name"],
+            last.get("training_iteration"),
+        )
     if finished:
         write_json_atomically(path, state)
     return finished
@@ -122,8 +132,9 @@ def order_as_created(run_dir: Path) -> bool:
         return False
     state = json.loads(path.read_text())
     try:
-        created = sorted(state["trial_data"],
-                         key=lambda entry: creation_index(json.loads(entry[0])["trial_id"]))
+        created = sorted(
+            state["trial_data"], key=lambda entry: creation_index(json.loads(entry[0])["trial_id"])
+        )
     except (ValueError, KeyError, TypeError):
         return False
     if created == state["trial_data"]:
@@ -156,14 +167,22 @@ def last_result(result_file: Path) -> dict | None:
     return None
 
 
-def check_unchanged(trials: Sequence[SavedTrial], experiments: Sequence[str], config: Sequence[str],
-                    stop: Sequence[str], num_samples_by_experiment: Mapping[str, int] | None) -> None:
+def check_unchanged(
+    trials: Sequence[SavedTrial],
+    experiments: Sequence[str],
+    config: Sequence[str],
+    stop: Sequence[str],
+    num_samples_by_experiment: Mapping[str, int] | None,
+) -> None:
     """Raise UserError naming each option that would change the saved run: a -c value or a
     --stop criterion that differs from every trial's, a --num-samples that changes the number
     of trials, an experiment (or a shell-style pattern) the run does not hold. Options equal to
     the run's pass."""
-    changed = [f"-e {name} (not in the run)" for name in experiments
-               if not any(named_by(t.experiment, [name]) for t in trials)]
+    changed = [
+        f"-e {name} (not in the run)"
+        for name in experiments
+        if not any(named_by(t.experiment, [name]) for t in trials)
+    ]
     selected = [t for t in trials if named_by(t.experiment, experiments)]
     for option, items, saved in (("-c", config, lambda t: t.config), ("--stop", stop, lambda t: t.stop)):
         for text in items:
@@ -172,13 +191,16 @@ def check_unchanged(trials: Sequence[SavedTrial], experiments: Sequence[str], co
                 changed.append(f"{option} {text}")
     for name, count in (num_samples_by_experiment or {}).items():
         if count != sum(t.experiment == name for t in trials):
-            changed.append(f"--num-samples (experiment '{name}' holds "
-                           f"{sum(t.experiment == name for t in trials)} trials)")
+            changed.append(
+                f"--num-samples (experiment '{name}' holds "
+                f"{sum(t.experiment == name for t in trials)} trials)"
+            )
     if changed:
         raise UserError(
             "--resume continues the run with the settings and stop criteria it started with; "
             f"these would change them: {', '.join(changed)}. Leave them out to resume, or start "
-            "a new run with them (another --name).")
+            "a new run with them (another --name)."
+        )
 
 
 def saved_stops(trials: Sequence[SavedTrial]) -> dict[str, dict[str, Any]]:
@@ -229,8 +251,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     _lock_or_refuse(lock, run_dir)
     lock.seek(0)
     lock.truncate()
-    lock.write(f"process {os.getpid()} on {socket.gethostname()}, started "
-               f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+    lock.write(
+        f"process {os.getpid()} on {socket.gethostname()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    )
     lock.flush()
     try:
         yield
@@ -246,6 +269,8 @@ def _lock_or_refuse(lock, run_dir: Path) -> None:
         lock.seek(0)
         holder = lock.read().strip() or "another process"
         lock.close()
-        raise UserError(f"run folder {run_dir} is in use by another run ({holder}): both would "
-                        "write into it. Pass another --name, or wait for that run (or stop it "
-                        "and --resume).") from None
+        raise UserError(
+            f"run folder {run_dir} is in use by another run ({holder}): both would "
+            "write into it. Pass another --name, or wait for that run (or stop it "
+            "and --resume)."
+        ) from None

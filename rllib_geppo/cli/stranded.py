@@ -15,7 +15,8 @@ import logging
 import os
 import time
 from collections import Counter
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ray.tune import Callback
 
@@ -29,8 +30,9 @@ WAIT_VARIABLE, DEFAULT_WAIT_S = "TUNE_WARN_INSUFFICENT_RESOURCE_THRESHOLD_S", 60
 CHECK_EVERY_S = 10.0
 
 
-def shortfall(bundles: Sequence[Mapping[str, float]], strategy: str,
-              nodes: Sequence[Mapping[str, float]]) -> str | None:
+def shortfall(
+    bundles: Sequence[Mapping[str, float]], strategy: str, nodes: Sequence[Mapping[str, float]]
+) -> str | None:
     """What a placement group waits for in vain on a cluster of `nodes` (each node's resources),
     in words (``for 1 GPU; the cluster has 0 GPUs``); None where it can be placed.
 
@@ -47,8 +49,7 @@ def shortfall(bundles: Sequence[Mapping[str, float]], strategy: str,
         return f"for {amounts(required, short)}; the cluster has {amounts(total, short)}"
     for bundle in [required] if strategy == "STRICT_PACK" else bundles:
         if all(exceeding(bundle, node) for node in nodes):
-            return (f"for {amounts(bundle, sorted(bundle))} on one node; no node of the cluster "
-                    "has that much")
+            return f"for {amounts(bundle, sorted(bundle))} on one node; no node of the cluster has that much"
     return None
 
 
@@ -66,9 +67,13 @@ class StrandedTrials(Callback):
         clock: seconds, monotonic (default ``time.monotonic``).
     """
 
-    def __init__(self, resume_command: str, wait_s: float | None = None,
-                 node_resources: Callable[[], Sequence[Mapping[str, float]]] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        resume_command: str,
+        wait_s: float | None = None,
+        node_resources: Callable[[], Sequence[Mapping[str, float]]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._resume = resume_command
         self._wait_s = float(os.environ.get(WAIT_VARIABLE, DEFAULT_WAIT_S)) if wait_s is None else wait_s
         self._node_resources = node_resources or _alive_node_resources
@@ -102,7 +107,11 @@ class StrandedTrials(Callback):
                     "autoscaling cluster adds one; by hand: ray start --address <head> with the "
                     "missing --num-cpus, --num-gpus or --resources). Or stop this run with Ctrl+C "
                     "and continue it later, from each trial's last checkpoint, with: %s",
-                    trial, now - self._pending_since[trial.trial_id], missing, self._resume)
+                    trial,
+                    now - self._pending_since[trial.trial_id],
+                    missing,
+                    self._resume,
+                )
 
 
 def _alive_node_resources() -> list[Mapping[str, float]]:

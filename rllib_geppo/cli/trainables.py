@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, import_sb3
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
+from rllib_geppo.baselines.sb3_ppo import import_sb3
 from rllib_geppo.cli.errors import UserError, suggest
 
 

@@ -69,9 +69,7 @@ def _tune_experiment(spec: ExperimentSpec, run_name: str, storage_path: str) -> 
         num_samples=spec.num_samples,
         max_failures=spec.max_failures,
         storage_path=storage_path,
-        checkpoint_config=tune.CheckpointConfig(
-            **{"checkpoint_at_end": algorithm, **spec.checkpoint_config}
-        ),
+        checkpoint_config=tune.CheckpointConfig(**{"checkpoint_at_end": algorithm, **spec.checkpoint_config}),
         trial_name_creator=functools.partial(_trial_name, spec.name),
     )
 
@@ -81,9 +79,14 @@ def _trial_name(experiment: str, trial: Any) -> str:
 
 
 def run_experiments(
-    specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool,
-    best_returns: BestReturns | None = None, resume_from: Mapping[str, Path] | None = None,
-    graceful_stop: GracefulStop | None = None, stranded: StrandedTrials | None = None,
+    specs: Sequence[ExperimentSpec],
+    run_name: str,
+    storage_path: str,
+    resume: bool,
+    best_returns: BestReturns | None = None,
+    resume_from: Mapping[str, Path] | None = None,
+    graceful_stop: GracefulStop | None = None,
+    stranded: StrandedTrials | None = None,
 ) -> list:
     """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
 
@@ -101,8 +104,10 @@ def run_experiments(
         tune_experiments(specs, run_name, storage_path),
         # A table every 30 s keeps the logs of hour-long runs readable.
         progress_reporter=BudgetReporter(
-            results_dir=run_path(storage_path, run_name), stops={s.name: s.stop for s in specs},
-            metric_columns=PROGRESS_COLUMNS, max_report_frequency=30,
+            results_dir=run_path(storage_path, run_name),
+            stops={s.name: s.stop for s in specs},
+            metric_columns=PROGRESS_COLUMNS,
+            max_report_frequency=30,
         ),
         verbose=1,
         # AUTO resumes if the run directory holds state, else starts fresh; ERRORED also
@@ -110,8 +115,18 @@ def run_experiments(
         resume="AUTO+ERRORED" if resume else False,
         raise_on_failed_trial=False,
         # GracefulStop last: it asks for a checkpoint after the loggers have written the result.
-        callbacks=[c for c in (best_returns, resume_from and ResumeFromCheckpoints(resume_from),
-                               ResultJSON(), ProgressCSV(), stranded, graceful_stop) if c],
+        callbacks=[
+            c
+            for c in (
+                best_returns,
+                resume_from and ResumeFromCheckpoints(resume_from),
+                ResultJSON(),
+                ProgressCSV(),
+                stranded,
+                graceful_stop,
+            )
+            if c
+        ],
     )
 
 
@@ -121,8 +136,9 @@ def run_path(storage_path: str, run_name: str) -> str:
 
 
 @contextmanager
-def ray_session(address: str | None, console: QuietConsole | None = None,
-                runtime_env: dict[str, Any] | None = None) -> Iterator[None]:
+def ray_session(
+    address: str | None, console: QuietConsole | None = None, runtime_env: dict[str, Any] | None = None
+) -> Iterator[None]:
     """Joins the Ray cluster at `address`, or starts a local Ray, with the job's `runtime_env`
     (the env modules' :meth:`EnvModules.runtime_env`); shuts down on exit."""
     import ray

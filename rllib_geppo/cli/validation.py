@@ -11,7 +11,8 @@ import dataclasses
 import logging
 from typing import Any
 
-from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO, SB3PPOSettings
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
+from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
 from rllib_geppo.cli.config_schema import ConfigSchema, check_env, describe, kind
 from rllib_geppo.cli.errors import UserError, suggest
 from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
@@ -100,24 +101,31 @@ def check_trial_spaces(trial: dict[str, Any], where: str) -> None:
     except ValueError:
         raise
     except Exception as e:  # whatever the env's constructor raises
-        log.warning("%s: could not make env %r to check its spaces before the run (%s: %s); "
-                    "each trial checks them when it starts.", where, config.env, type(e).__name__, e)
+        log.warning(
+            "%s: could not make env %r to check its spaces before the run (%s: %s); "
+            "each trial checks them when it starts.",
+            where,
+            config.env,
+            type(e).__name__,
+            e,
+        )
 
 
 def _validate_sb3_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
     """Stable-Baselines3's PPO: installed, known settings with sound values, no checkpoints."""
     trainable(spec.run, spec.where())  # installed?
     if any(spec.checkpoint_config.get(k) for k in ("checkpoint_frequency", "checkpoint_at_end")):
-        raise UserError(f"{spec.where()}: {SB3_PPO} trials save no checkpoints; remove "
-                        "checkpoint_config.")
+        raise UserError(f"{spec.where()}: {SB3_PPO} trials save no checkpoints; remove checkpoint_config.")
     trials = resolve_trials(spec)
     for trial in trials:
         unknown = [key for key in trial if key not in SB3PPOSettings.keys()]
         if unknown:
             key = unknown[0]
-            raise UserError(f"{spec.where('config.' + key)}, config key '{key}': not a setting of "
-                            f"{SB3_PPO}.{suggest(key, SB3PPOSettings.keys())} Settings: "
-                            f"{', '.join(SB3PPOSettings.keys())}.")
+            raise UserError(
+                f"{spec.where('config.' + key)}, config key '{key}': not a setting of "
+                f"{SB3_PPO}.{suggest(key, SB3PPOSettings.keys())} Settings: "
+                f"{', '.join(SB3PPOSettings.keys())}."
+            )
         try:
             SB3PPOSettings.from_config(trial)
         except (ValueError, TypeError) as e:

@@ -6,7 +6,7 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | --- | --- |
 | ``objective`` | the generalized clipped loss, value loss, diagnostics, the lr rule |
 | ``vtrace`` | V-trace-corrected GAE |
-| ``targets`` | an update's advantages, value targets and sample weights from a laid-out batch |
+| ``targets`` | an update's advantages, value targets, sample weights and columns from a laid-out batch |
 | ``policy_weights`` | nu from the paper's convex programs, clip multiple, ESS, lag |
 | ``sample_store`` | FIFO store of the last M batches, each tagged with its policy version |
 | ``segments`` | trajectory segments laid out end to end: building, joining, checking |
@@ -15,4 +15,9 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``columns`` | the names of batch columns |
 | ``networks`` | the module's fully connected layers from a ``model_config``, defaults filled in |
 | ``update_inputs`` | what the Algorithm decides once per update for every learner |
+| ``module_state`` | what GePPO keeps for one trained module: its store, statistics and lr |
+| ``gradients`` | the gradient clip and finite check, and the learners' mean of losses and gradients |
+| ``adam`` | the fused Adam step, skipped on the device when a step is not finite |
+| ``compiled_step`` | the minibatch step compiled once (gradients by ``torch.func``) and its eager twin |
+| ``rules`` | one way of saying no: a setting's rule and its message |
 """

@@ -32,11 +32,24 @@ def adam_step_if(optimizer: torch.optim.Adam, condition: Tensor) -> None:
         params = [p for p in group["params"] if p.grad is not None]
         states = [_state(optimizer, p) for p in params]
         beta1, beta2 = group["betas"]
-        adam(params, [p.grad for p in params], [s["exp_avg"] for s in states],
-             [s["exp_avg_sq"] for s in states], [s["max_exp_avg_sq"] for s in states if "max_exp_avg_sq" in s],
-             [s["step"] for s in states], fused=True, found_inf=found_inf, amsgrad=group["amsgrad"],
-             beta1=beta1, beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"],
-             maximize=group["maximize"], decoupled_weight_decay=group.get("decoupled_weight_decay", False))
+        adam(
+            params,
+            [p.grad for p in params],
+            [s["exp_avg"] for s in states],
+            [s["exp_avg_sq"] for s in states],
+            [s["max_exp_avg_sq"] for s in states if "max_exp_avg_sq" in s],
+            [s["step"] for s in states],
+            fused=True,
+            found_inf=found_inf,
+            amsgrad=group["amsgrad"],
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=group["maximize"],
+            decoupled_weight_decay=group.get("decoupled_weight_decay", False),
+        )
 
 
 def _state(optimizer: torch.optim.Adam, p: torch.nn.Parameter) -> dict[str, Tensor]:

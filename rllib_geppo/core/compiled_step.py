@@ -20,9 +20,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
+
+from rllib_geppo.core.rules import one_of
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +51,7 @@ def resolve_compile(setting: bool | str) -> int | None:
     an eager step is bound by kernel-launch latency. With several learners the compiled part
     ends before the clip: the learners average their gradients in between.
     """
-    if setting not in COMPILE_SETTINGS or not isinstance(setting, (bool, str)):
-        raise ValueError(f"compile_learner must be one of {COMPILE_SETTINGS}, got {setting!r}.")
+    one_of(COMPILE_SETTINGS).check("compile_learner", setting)
     if setting is False:
         return None
     if setting is True:
@@ -57,10 +59,12 @@ def resolve_compile(setting: bool | str) -> int | None:
     return AUTO_COMPILE_AFTER_STEPS
 
 
-def losses_and_gradients(loss_fn: Callable[..., Sequence[Tensor]], params: dict[str, Tensor],
-                         *args) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
+def losses_and_gradients(
+    loss_fn: Callable[..., Sequence[Tensor]], params: dict[str, Tensor], *args
+) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
     """The losses ``loss_fn(params, *args)`` and the gradient of their sum with respect to
     ``params`` (by name), by ``torch.func.grad``: nothing is accumulated in ``.grad``."""
+
     def total(params: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, ...]]:
         losses = tuple(loss_fn(params, *args))
         return sum(losses), tuple(loss.detach() for loss in losses)
@@ -91,13 +95,23 @@ class CompiledStep:
     graphs inductor compiled; 1 unless something recompiled).
     """
 
-    def __init__(self, fn: Callable, eager: Callable, *, compile_after: int | None, name: str = "step",
-                 inductor_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        fn: Callable,
+        eager: Callable,
+        *,
+        compile_after: int | None,
+        name: str = "step",
+        inductor_options: dict[str, Any] | None = None,
+    ):
         self._eager, self._name = eager, name
         self._inductor_options = dict(inductor_options or {})
         self._eager_calls_left = compile_after
-        self._compiled_fn = None if compile_after is None else torch.compile(
-            fn, backend=self._backend, dynamic=True, fullgraph=True)
+        self._compiled_fn = (
+            None
+            if compile_after is None
+            else torch.compile(fn, backend=self._backend, dynamic=True, fullgraph=True)
+        )
         self.compile_seconds: float | None = None
         self.graphs_compiled = 0
 
@@ -143,6 +157,10 @@ class CompiledStep:
         return config.patch(**{name: getattr(config, name) + MAX_STEPS_PER_FUNCTION})
 
     def _give_up(self, err: Exception) -> None:
-        logger.warning("Could not compile GePPO's %s (%s: %s); it runs eagerly.",
-                       self._name, type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+        logger.warning(
+            "Could not compile GePPO's %s (%s: %s); it runs eagerly.",
+            self._name,
+            type(err).__name__,
+            str(err).splitlines()[0] if str(err) else "",
+        )
         self._compiled_fn = None

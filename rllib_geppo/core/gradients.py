@@ -7,7 +7,7 @@ Pure torch; no Ray.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -19,8 +19,9 @@ CLIP_BY = ("global_norm", "norm", "value")
 CLIP_SCOPES = ("policy", "all")
 
 
-def clip_gradients(grads: Sequence[Tensor], grad_clip: float | None,
-                   clip_by: str = "global_norm") -> tuple[list[Tensor], Tensor]:
+def clip_gradients(
+    grads: Sequence[Tensor], grad_clip: float | None, clip_by: str = "global_norm"
+) -> tuple[list[Tensor], Tensor]:
     """``grads`` clipped as RLlib's ``grad_clip_by`` says, and their global L2 norm before
     clipping (a 0-d tensor; non-finite if any gradient is). Returns new tensors.
 
@@ -41,12 +42,15 @@ def clip_gradients(grads: Sequence[Tensor], grad_clip: float | None,
         scale = torch.clamp(grad_clip / (norm + 1e-6), max=1.0)
         return [g * scale for g in grads], norm
     if clip_by == "norm":
-        return [g * torch.clamp(grad_clip / (torch.linalg.vector_norm(g) + 1e-6), max=1.0) for g in grads], norm
+        return [
+            g * torch.clamp(grad_clip / (torch.linalg.vector_norm(g) + 1e-6), max=1.0) for g in grads
+        ], norm
     return [torch.clamp(g, -grad_clip, grad_clip) for g in grads], norm
 
 
-def clip_gradients_(params: Sequence[torch.nn.Parameter], grad_clip: float | None,
-                    clip_by: str = "global_norm") -> Tensor:
+def clip_gradients_(
+    params: Sequence[torch.nn.Parameter], grad_clip: float | None, clip_by: str = "global_norm"
+) -> Tensor:
     """:func:`clip_gradients` in place on the ``.grad`` of ``params`` (those that have one);
     returns the norm before clipping."""
     with_grad = [p for p in params if p.grad is not None]
@@ -56,9 +60,15 @@ def clip_gradients_(params: Sequence[torch.nn.Parameter], grad_clip: float | Non
     return norm
 
 
-def clip_and_check(losses: Sequence[Tensor], policy_grads: Sequence[Tensor], value_grads: Sequence[Tensor],
-                   *, grad_clip: float | None, clip_by: str = "global_norm",
-                   scope: str = "policy") -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
+def clip_and_check(
+    losses: Sequence[Tensor],
+    policy_grads: Sequence[Tensor],
+    value_grads: Sequence[Tensor],
+    *,
+    grad_clip: float | None,
+    clip_by: str = "global_norm",
+    scope: str = "policy",
+) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
     """One gradient step's clip and finite check.
 
     Args:
@@ -81,7 +91,11 @@ def clip_and_check(losses: Sequence[Tensor], policy_grads: Sequence[Tensor], val
         value_grads, value_norm = clip_gradients(value_grads, None)
     else:
         both, policy_norm = clip_gradients([*policy_grads, *value_grads], grad_clip, clip_by)
-        policy_grads, value_grads, value_norm = both[:len(policy_grads)], both[len(policy_grads):], policy_norm
+        policy_grads, value_grads, value_norm = (
+            both[: len(policy_grads)],
+            both[len(policy_grads) :],
+            policy_norm,
+        )
     stats = torch.stack([*(loss.detach() for loss in losses), policy_norm])
     return stats, torch.isfinite(stats.sum() + value_norm), policy_grads, value_grads
 

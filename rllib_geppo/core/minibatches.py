@@ -29,14 +29,16 @@ def minibatch_shape(rows: int, minibatches_per_epoch: int, num_learners: int = 1
     over by the division sit out the epoch (a fresh shuffle picks others next epoch).
     """
     if rows < 1 or minibatches_per_epoch < 1 or num_learners < 1:
-        raise ValueError(f"need rows, minibatches and learners >= 1; got {rows}, "
-                         f"{minibatches_per_epoch}, {num_learners}.")
+        raise ValueError(
+            f"need rows, minibatches and learners >= 1; got {rows}, {minibatches_per_epoch}, {num_learners}."
+        )
     steps = max(1, min(minibatches_per_epoch, rows // num_learners))
     return steps, rows // steps
 
 
-def epoch_orders(rows: int, num_epochs: int, *, seed: int, shuffle: bool = True,
-                 device: torch.device | str = "cpu") -> list[Tensor]:
+def epoch_orders(
+    rows: int, num_epochs: int, *, seed: int, shuffle: bool = True, device: torch.device | str = "cpu"
+) -> list[Tensor]:
     """Each epoch's row order: permutations drawn on the CPU from ``seed`` (any integer), so
     that every learner, on any device, draws the same ones; ``shuffle=False``: rows in order."""
     if not shuffle:

@@ -18,7 +18,8 @@ Pure numpy; no Ray.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from rllib_geppo.core.normalization import (
     discounted_returns_to_go,
     scale_change,
 )
+from rllib_geppo.core.rules import one_of
 from rllib_geppo.core.sample_store import SampleStore
 from rllib_geppo.core.segments import Segment
 
@@ -47,10 +49,16 @@ class ModuleState:
             which the module normalises; not images).
     """
 
-    def __init__(self, capacity: int, *, policy_lr: float, gamma: float, reward_scaling: str,
-                 track_obs_stats: bool = True):
-        if reward_scaling not in REWARD_SCALINGS:
-            raise ValueError(f"reward_scaling must be one of {REWARD_SCALINGS}, got {reward_scaling!r}.")
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        policy_lr: float,
+        gamma: float,
+        reward_scaling: str,
+        track_obs_stats: bool = True,
+    ):
+        one_of(REWARD_SCALINGS).check("reward_scaling", reward_scaling)
         self.store = SampleStore(capacity)
         self.policy_lr = float(policy_lr)
         self.gamma = gamma
@@ -68,13 +76,16 @@ class ModuleState:
 
     def module_version(self, global_versions: np.ndarray) -> np.ndarray:
         """The module's version at each global policy version: its updates up to it."""
-        return np.searchsorted(np.asarray(self.update_versions, dtype=np.int64), global_versions, side="right")
+        return np.searchsorted(
+            np.asarray(self.update_versions, dtype=np.int64), global_versions, side="right"
+        )
 
     def record_update(self, global_version: int) -> None:
         """The module took an update, which made the global policy version ``global_version``."""
         if self.update_versions and global_version <= self.update_versions[-1]:
-            raise ValueError(f"global versions must increase: got {global_version} after "
-                             f"{self.update_versions[-1]}.")
+            raise ValueError(
+                f"global versions must increase: got {global_version} after {self.update_versions[-1]}."
+            )
         self.update_versions.append(int(global_version))
 
     def add(self, new_segments: Sequence[Segment]) -> float:
@@ -86,7 +97,9 @@ class ModuleState:
         the returns run on across an episode's chunks (``reward_scaling="running_return"``).
         Returns the factor (>= 1) by which the batch changed the reward scale.
         """
-        self.store.add([dataclasses.replace(s, versions=self.module_version(s.versions)) for s in new_segments])
+        self.store.add(
+            [dataclasses.replace(s, versions=self.module_version(s.versions)) for s in new_segments]
+        )
         if self.track_obs_stats:
             observations = np.concatenate([np.asarray(s.obs[:-1], dtype=np.float32) for s in new_segments])
             if self.obs_stats is None:
@@ -100,7 +113,8 @@ class ModuleState:
     def _returns(self, new_segments: Sequence[Segment]) -> np.ndarray:
         if self.reward_scaling == "running_return":
             return self.running_returns.update(
-                [(s.episode_id, s.rewards, s.terminated or s.truncated) for s in new_segments])
+                [(s.episode_id, s.rewards, s.terminated or s.truncated) for s in new_segments]
+            )
         return np.concatenate([discounted_returns_to_go(s.rewards, self.gamma) for s in new_segments])
 
     @property

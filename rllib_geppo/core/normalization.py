@@ -11,7 +11,8 @@ Pure numpy; no Ray. The Algorithm owns these and hands the results to the learne
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.signal import lfilter
@@ -101,8 +102,9 @@ class RunningReturns:
         out = []
         for episode_id, rewards, ended in chunks:
             start = still_open.pop(episode_id, self._open.get(episode_id, 0.0))
-            returns = lfilter([1.0], [1.0, -self.gamma], np.asarray(rewards, dtype=np.float64),
-                              zi=[self.gamma * start])[0]
+            returns = lfilter(
+                [1.0], [1.0, -self.gamma], np.asarray(rewards, dtype=np.float64), zi=[self.gamma * start]
+            )[0]
             out.append(returns)
             if not ended and len(returns):
                 still_open[episode_id] = float(returns[-1])

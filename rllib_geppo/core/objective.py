@@ -46,8 +46,9 @@ def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) 
     return (advantages - mean) / std
 
 
-def clipped_surrogate_loss(rho: Tensor, center: Tensor, advantages: Tensor, weights: Tensor,
-                           clip_eps: float) -> Tensor:
+def clipped_surrogate_loss(
+    rho: Tensor, center: Tensor, advantages: Tensor, weights: Tensor, clip_eps: float
+) -> Tensor:
     """The generalized clipped objective, negated for minimisation (paper eq. 9).
 
     Args:
@@ -145,8 +146,7 @@ def tv_target(clip_eps: float) -> float:
     return 0.5 * clip_eps
 
 
-def adapt_lr(lr: float, tv: float, clip_eps: float, *, factor: float = 0.03,
-             min_ratio: float = 0.5) -> float:
+def adapt_lr(lr: float, tv: float, clip_eps: float, *, factor: float = 0.03, min_ratio: float = 0.5) -> float:
     """Algorithm 1's learning-rate rule.
 
     Returns ``lr / (1 + factor)`` if ``tv > eps/2``, ``lr * (1 + factor)`` if

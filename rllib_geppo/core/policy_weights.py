@@ -9,8 +9,9 @@ Pure numpy/scipy; no Ray.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.optimize import minimize
@@ -65,8 +66,9 @@ def policy_weights(
         num = min(_uniform_size(batch_multiple, tradeoff, tradeoff_rule), max_policies)
         return np.full(num, 1.0 / num)
     if tradeoff_rule == "mixed":
-        nu = (tradeoff * _optimal_weights(batch_multiple, max_policies, 1.0)
-              + (1.0 - tradeoff) * _optimal_weights(batch_multiple, max_policies, 0.0))
+        nu = tradeoff * _optimal_weights(batch_multiple, max_policies, 1.0) + (
+            1.0 - tradeoff
+        ) * _optimal_weights(batch_multiple, max_policies, 0.0)
     else:
         nu = _optimal_weights(batch_multiple, max_policies, tradeoff)
     return _prune(nu)
@@ -96,12 +98,27 @@ def effective_sample_size(weights: Sequence[float], n: int) -> float:
     return float(n / np.sum(nu**2))
 
 
+@functools.lru_cache(maxsize=32)
+def _cached_weights(*args) -> np.ndarray:
+    return policy_weights(*args[:2], kind=args[2], tradeoff=args[3], tradeoff_rule=args[4])
+
+
+def solved_weights(
+    batch_multiple: int, max_policies: int, kind: str, tradeoff: float, tradeoff_rule: str
+) -> np.ndarray:
+    """:func:`policy_weights`, each program solved once per process (a config asks for nu
+    again and again, in every process); a copy the caller may change."""
+    return _cached_weights(batch_multiple, max_policies, kind, float(tradeoff), tradeoff_rule).copy()
+
+
 def check_weights(weights: Sequence[float]) -> np.ndarray:
     """Validate an explicit weight vector: non-empty, finite, >= 0, summing to 1 (to 1e-6)."""
     try:
         nu = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"policy weights must be a list of numbers (index = age), got {weights!r}.") from None
+        raise ValueError(
+            f"policy weights must be a list of numbers (index = age), got {weights!r}."
+        ) from None
     if nu.ndim != 1 or nu.size == 0:
         raise ValueError(f"policy weights must be a non-empty 1-D list, got {weights!r}.")
     if not np.all(np.isfinite(nu)) or np.any(nu < 0):
@@ -145,8 +162,7 @@ def _optimal_weights(batch_multiple: int, max_policies: int, tradeoff: float) ->
         constraints=[
             {"type": "eq", "fun": lambda nu: nu.sum() - 1.0, "jac": lambda nu: np.ones_like(nu)},
             {"type": "ineq", "fun": lambda nu: batch_multiple - ages @ nu, "jac": lambda nu: -ages},
-            {"type": "ineq", "fun": lambda nu: 1.0 / batch_multiple - nu @ nu,
-             "jac": lambda nu: -2.0 * nu},
+            {"type": "ineq", "fun": lambda nu: 1.0 / batch_multiple - nu @ nu, "jac": lambda nu: -2.0 * nu},
         ],
         method="SLSQP",
         options={"ftol": 1e-12, "maxiter": 500},

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,10 @@ class Rule:
 
     def or_none(self, meaning: str = "") -> Rule:
         """None is good too; ``meaning`` says what None does ("None (derived from ...)")."""
-        return Rule(lambda value: value is None or self.test(value),
-                    f"None{f' ({meaning})' if meaning else ''} or {self.allowed}")
+        return Rule(
+            lambda value: value is None or self.test(value),
+            f"None{f' ({meaning})' if meaning else ''} or {self.allowed}",
+        )
 
     def because(self, reason: str) -> Rule:
         """The same rule, its words followed by why: "a finite positive number (GePPO ...)"."""
@@ -71,8 +74,9 @@ def is_number(value: Any) -> bool:
 
 def count(low: int, note: str = "") -> Rule:
     """An integer >= ``low``; ``note`` says what the lowest means ("0 samples in the driver")."""
-    return Rule(lambda value: is_integer(value) and value >= low,
-                f"an integer >= {low}{f' ({note})' if note else ''}")
+    return Rule(
+        lambda value: is_integer(value) and value >= low, f"an integer >= {low}{f' ({note})' if note else ''}"
+    )
 
 
 def positive() -> Rule:
@@ -87,9 +91,13 @@ def at_least(low: float) -> Rule:
 
 def between(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Rule:
     """A finite number in an interval, written as in maths: "in (0, 1]"."""
+
     def test(value: Any) -> bool:
-        return (is_number(value) and (low < value if low_open else low <= value)
-                and (value < high if high_open else value <= high))
+        return (
+            is_number(value)
+            and (low < value if low_open else low <= value)
+            and (value < high if high_open else value <= high)
+        )
 
     return Rule(test, f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}")
 
@@ -97,8 +105,9 @@ def between(low: float, high: float, *, low_open: bool = False, high_open: bool 
 def one_of(choices: Sequence[Any]) -> Rule:
     """One of ``choices`` (compared with ==, so ``True`` is not 1)."""
     choices = tuple(choices)
-    return Rule(lambda value: any(type(value) is type(c) and value == c for c in choices),
-                f"one of {choices}")
+    return Rule(
+        lambda value: any(type(value) is type(c) and value == c for c in choices), f"one of {choices}"
+    )
 
 
 def flag() -> Rule:

@@ -13,12 +13,14 @@ out without copying.
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from rllib_geppo.core import segments
+from rllib_geppo.core.rules import count
 from rllib_geppo.core.segments import Segment
 
 
@@ -41,8 +43,7 @@ class SampleStore:
     """Keeps the batches of the last ``capacity`` (M) iterations, oldest first."""
 
     def __init__(self, capacity: int):
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}.")
+        count(1).check("capacity", capacity)
         self.capacity = capacity
         self._batches: deque[StoredBatch] = deque(maxlen=capacity)
 
@@ -58,8 +59,12 @@ class SampleStore:
         version = int(versions[-1])
         if self._batches and version < self._batches[-1].version:
             raise ValueError(f"versions must not decrease: got {version} after {self._batches[-1].version}.")
-        batch = StoredBatch(version, tuple(new_segments), int(counts.sum()),
-                            {int(v): int(c) for v, c in zip(versions, counts)})
+        batch = StoredBatch(
+            version,
+            tuple(new_segments),
+            int(counts.sum()),
+            {int(v): int(c) for v, c in zip(versions, counts)},
+        )
         self._batches.append(batch)
         return batch
 
@@ -105,8 +110,7 @@ class SampleStore:
         the store is 1. With equal batches of n it is nu_v x M.
         """
         steps = self.steps_by_version()
-        return {v: w * self.num_steps / steps[v]
-                for v, w in self.active_weights(nu, current_version).items()}
+        return {v: w * self.num_steps / steps[v] for v, w in self.active_weights(nu, current_version).items()}
 
     def update_layout(self) -> dict[str, np.ndarray]:
         """All stored samples as one layout, each episode's chunks joined
@@ -119,7 +123,10 @@ class SampleStore:
     def set_state(self, state: dict[str, Any]) -> None:
         self._batches.clear()
         # Stores checkpointed as layouts hold no episode ids: their chunks are never joined.
-        batches = (state["batches"] if "batches" in state
-                   else [segments.from_layout(layout) for layout in state["layouts"]])
-        for batch in batches[-self.capacity:]:
+        batches = (
+            state["batches"]
+            if "batches" in state
+            else [segments.from_layout(layout) for layout in state["layouts"]]
+        )
+        for batch in batches[-self.capacity :]:
             self.add(batch)

@@ -16,8 +16,8 @@ Pure numpy; no Ray.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -115,8 +115,9 @@ def join_episodes(segments: Sequence[Segment]) -> list[Segment]:
 
 
 def _continues(first: Segment, then: Segment) -> bool:
-    return (then.first_step == first.first_step + len(first)
-            and np.array_equal(np.asarray(first.obs[-1]), np.asarray(then.obs[0])))
+    return then.first_step == first.first_step + len(first) and np.array_equal(
+        np.asarray(first.obs[-1]), np.asarray(then.obs[0])
+    )
 
 
 def _joined(chain: Sequence[Segment]) -> Segment:
@@ -140,10 +141,17 @@ def from_layout(layout: dict[str, np.ndarray]) -> list[Segment]:
     checkpointed as layouts."""
     ends = np.flatnonzero(~layout[C.LOSS_MASK])  # phantom rows
     starts = np.concatenate([[0], ends[:-1] + 1])
-    return [Segment(obs=layout[C.OBS][a:b + 1], actions=layout[C.ACTIONS][a:b],
-                    rewards=layout[C.REWARDS][a:b], behaviour_logp=layout[C.BEHAVIOUR_LOGP][a:b],
-                    versions=layout[C.VERSION][a:b], terminated=bool(layout[C.TERMINATEDS][b - 1]))
-            for a, b in zip(starts, ends)]
+    return [
+        Segment(
+            obs=layout[C.OBS][a : b + 1],
+            actions=layout[C.ACTIONS][a:b],
+            rewards=layout[C.REWARDS][a:b],
+            behaviour_logp=layout[C.BEHAVIOUR_LOGP][a:b],
+            versions=layout[C.VERSION][a:b],
+            terminated=bool(layout[C.TERMINATEDS][b - 1]),
+        )
+        for a, b in zip(starts, ends)
+    ]
 
 
 def _stored(values) -> np.ndarray:
@@ -184,8 +192,10 @@ def describe_nonfinite(segment: Segment) -> str | None:
     # segment's rows: report whichever came first.
     if first_obs is not None and (first_reward is None or first_obs <= first_reward + 1):
         value = obs[first_obs, bad_obs[0, 1]]
-        return (f"observation index {int(bad_obs[0, 1])} = {_as_stored(value)} at env step "
-                f"{segment.first_step + first_obs}")
+        return (
+            f"observation index {int(bad_obs[0, 1])} = {_as_stored(value)} at env step "
+            f"{segment.first_step + first_obs}"
+        )
     return f"reward = {_as_stored(rewards[first_reward])} at env step {segment.first_step + first_reward + 1}"
 
 
@@ -203,6 +213,8 @@ def describe_largest_reward(segments: Sequence[Segment]) -> str:
         if len(rewards) and rewards.max() > best:
             row = int(np.argmax(rewards))
             best = float(rewards[row])
-            where = (f"reward = {float(seg.rewards[row]):g} at env step {seg.first_step + row + 1} "
-                     f"in episode {seg.episode_id}")
+            where = (
+                f"reward = {float(seg.rewards[row]):g} at env step {seg.first_step + row + 1} "
+                f"in episode {seg.episode_id}"
+            )
     return where

@@ -10,7 +10,7 @@ Pure torch; no Ray.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 
@@ -60,7 +60,9 @@ def update_targets(
         behaviour_logp=batch[C.BEHAVIOUR_LOGP][real],
         target_logp=pik_logp[real],
         lengths=segment_lengths(real),
-        gamma=gamma, lambda_=lambda_, clip_c=vtrace_clip,
+        gamma=gamma,
+        lambda_=lambda_,
+        clip_c=vtrace_clip,
     )
     return {
         C.ADVANTAGES: advantages,
@@ -93,8 +95,16 @@ def update_batch(
             every row, phantom rows included.
         weights_by_version, reward_scale, gamma, lambda_, vtrace_clip: as :func:`update_targets`.
     """
-    targets = update_targets(batch, values=values, pik_logp=pik_logp, weights_by_version=weights_by_version,
-                             reward_scale=reward_scale, gamma=gamma, lambda_=lambda_, vtrace_clip=vtrace_clip)
+    targets = update_targets(
+        batch,
+        values=values,
+        pik_logp=pik_logp,
+        weights_by_version=weights_by_version,
+        reward_scale=reward_scale,
+        gamma=gamma,
+        lambda_=lambda_,
+        vtrace_clip=vtrace_clip,
+    )
     real = batch[C.LOSS_MASK]
     behaviour_logp = batch[C.BEHAVIOUR_LOGP][real]
     return {

@@ -8,8 +8,8 @@ for per-iteration values. Pure Python; no Ray.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -33,7 +33,8 @@ class UpdateInputs:
             observations the module does not normalise, such as images).
         obs_stats_before_update: install them before the update as well (the first update,
             with ``obs_stats_warm_start``).
-        minibatches_per_epoch: gradient steps per epoch (:func:`~rllib_geppo.core.minibatches.minibatch_shape`).
+        minibatches_per_epoch: gradient steps per epoch
+            (:func:`~rllib_geppo.core.minibatches.minibatch_shape`).
         shuffle_seed: seed of this update's minibatch shuffles, the same for every learner, so
             that learners averaging their gradients slice the same global minibatches
             (:mod:`rllib_geppo.core.minibatches`).

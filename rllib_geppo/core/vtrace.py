@@ -39,9 +39,10 @@ def vtrace_gae(
     ``terminateds[-1]`` zeroes for a true termination. Returns ``(advantages, value_targets)``.
     """
     advantages, targets = vtrace_gae_padded(
-        *(x.unsqueeze(0) for x in (rewards, values, next_values, terminateds,
-                                   behaviour_logp, target_logp)),
-        gamma=gamma, lambda_=lambda_, clip_c=clip_c,
+        *(x.unsqueeze(0) for x in (rewards, values, next_values, terminateds, behaviour_logp, target_logp)),
+        gamma=gamma,
+        lambda_=lambda_,
+        clip_c=clip_c,
     )
     return advantages[0], targets[0]
 
@@ -125,8 +126,9 @@ def vtrace_gae_segments(
     """
     lengths = torch.as_tensor(lengths, device=rewards.device, dtype=torch.long)
     if int(lengths.sum()) != rewards.shape[0]:
-        raise ValueError(f"segment lengths sum to {int(lengths.sum())}, "
-                         f"but the tensors hold {rewards.shape[0]} steps.")
+        raise ValueError(
+            f"segment lengths sum to {int(lengths.sum())}, but the tensors hold {rewards.shape[0]} steps."
+        )
     width = int(lengths.max())
     # Row/column of each flat step in the padded layout.
     starts = torch.cumsum(lengths, 0) - lengths
@@ -139,8 +141,19 @@ def vtrace_gae_segments(
         return out
 
     advantages, targets = vtrace_gae_padded(
-        *(pad(x) for x in (rewards, values, next_values, terminateds.to(rewards.dtype),
-                           behaviour_logp, target_logp)),
-        gamma=gamma, lambda_=lambda_, clip_c=clip_c,
+        *(
+            pad(x)
+            for x in (
+                rewards,
+                values,
+                next_values,
+                terminateds.to(rewards.dtype),
+                behaviour_logp,
+                target_logp,
+            )
+        ),
+        gamma=gamma,
+        lambda_=lambda_,
+        clip_c=clip_c,
     )
     return advantages[row, col], targets[row, col]

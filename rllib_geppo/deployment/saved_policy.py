@@ -47,7 +47,9 @@ class SavedPolicy:
         env_to_module, module_to_env: the EnvRunner's connector pipelines, with their state.
     """
 
-    def __init__(self, module: RLModule, env_to_module: ConnectorPipelineV2, module_to_env: ConnectorPipelineV2):
+    def __init__(
+        self, module: RLModule, env_to_module: ConnectorPipelineV2, module_to_env: ConnectorPipelineV2
+    ):
         self.module = module
         self.env_to_module = env_to_module
         self.module_to_env = module_to_env
@@ -66,20 +68,25 @@ class SavedPolicy:
             raise FileNotFoundError(
                 f"{path} is not a checkpoint of an Algorithm on RLlib's new API stack (no "
                 f"{modules.relative_to(path)} and {runner.name} folders). Fix: pass a "
-                "checkpoint_NNNNNN folder, as `rllib train file` prints it.")
+                "checkpoint_NNNNNN folder, as `rllib train file` prints it."
+            )
         saved = sorted(p.name for p in modules.iterdir() if p.is_dir())
         if module_id not in saved:
-            raise ValueError(f"{path} holds the modules {saved}, not {module_id!r}. Fix: pass "
-                             "module_id= one of them.")
+            raise ValueError(
+                f"{path} holds the modules {saved}, not {module_id!r}. Fix: pass module_id= one of them."
+            )
         if saved != [DEFAULT_MODULE_ID]:
             raise ValueError(
                 f"{path} is a multi-agent checkpoint (modules {saved}): SavedPolicy takes "
                 "single-agent ones. Act with each module instead, "
                 f"RLModule.from_checkpoint('{modules}/<module id>'), on flat Box observations "
-                "(docs/python.md).")
-        return cls(RLModule.from_checkpoint(str(modules / module_id)),
-                   ConnectorPipelineV2.from_checkpoint(str(runner / COMPONENT_ENV_TO_MODULE_CONNECTOR)),
-                   ConnectorPipelineV2.from_checkpoint(str(runner / COMPONENT_MODULE_TO_ENV_CONNECTOR)))
+                "(docs/python.md)."
+            )
+        return cls(
+            RLModule.from_checkpoint(str(modules / module_id)),
+            ConnectorPipelineV2.from_checkpoint(str(runner / COMPONENT_ENV_TO_MODULE_CONNECTOR)),
+            ConnectorPipelineV2.from_checkpoint(str(runner / COMPONENT_MODULE_TO_ENV_CONNECTOR)),
+        )
 
     def act(self, observation: Any, *, explore: bool = False) -> Any:
         """The action for one raw observation of the environment, in the environment's units

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
+from ray.rllib.examples.envs.classes.cartpole_with_dict_observation_space import (
+    CartPoleWithDictObservationSpace,
+)
 
 #: CartPole-v1's limit, in env steps per episode.
 MAX_EPISODE_STEPS = 500

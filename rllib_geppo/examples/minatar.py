@@ -25,8 +25,9 @@ def _minatar_env_class() -> type[gym.Env]:
     try:
         from minatar.gym import BaseEnv
     except ImportError:
-        raise ImportError("MinAtar is not installed. Fix: pip install minatar "
-                          "(or this package's examples extra).") from None
+        raise ImportError(
+            "MinAtar is not installed. Fix: pip install minatar (or this package's examples extra)."
+        ) from None
     return BaseEnv
 
 
@@ -48,7 +49,8 @@ class MinAtar(gym.Wrapper):
         env: gym.Env = _minatar_env_class()(game, use_minimal_action_set=True, **settings)
         shape = env.observation_space.shape
         env = gym.wrappers.TransformObservation(
-            env, lambda obs: obs.astype(np.float32), gym.spaces.Box(0.0, 1.0, shape, np.float32))
+            env, lambda obs: obs.astype(np.float32), gym.spaces.Box(0.0, 1.0, shape, np.float32)
+        )
         if limit:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=int(limit))
         super().__init__(env)

@@ -56,8 +56,14 @@ class GePPOLearner(Learner):
         return [ValueFunctionAPI]
 
     @override(Learner)
-    def update(self, batch: MultiAgentBatch | None = None, *, training_data: TrainingData | None = None,
-               timesteps: dict[str, Any] | None = None, **kwargs) -> ResultDict:
+    def update(
+        self,
+        batch: MultiAgentBatch | None = None,
+        *,
+        training_data: TrainingData | None = None,
+        timesteps: dict[str, Any] | None = None,
+        **kwargs,
+    ) -> ResultDict:
         """One GePPO update over the store (several learners: each on its slice of every minibatch).
 
         ``timesteps[UPDATE_INPUTS]`` holds the Algorithm's :class:`UpdateInputs` of each module
@@ -77,8 +83,9 @@ class GePPOLearner(Learner):
         self.after_gradient_based_update(timesteps=timesteps)
         return self.metrics.reduce()
 
-    def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
-                      inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+    def update_module(
+        self, module_id: ModuleID, layout: dict[str, np.ndarray], inputs: UpdateInputs
+    ) -> tuple[dict[str, float], int]:
         """Steps 1-5 of the module docstring for one module; returns its metrics and the
         number of samples its gradient steps used (summed over minibatches)."""
         raise NotImplementedError
@@ -87,8 +94,11 @@ class GePPOLearner(Learner):
         """RLlib's step counters, once per update (RLlib's own loop logs them per minibatch)."""
         self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
         self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum")
-        self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps,
-                               reduce="lifetime_sum")
-        for key, reduce in ((NUM_ENV_STEPS_TRAINED, "sum"), (NUM_ENV_STEPS_TRAINED_LIFETIME, "lifetime_sum"),
-                            (NUM_MODULE_STEPS_TRAINED, "sum"), (NUM_MODULE_STEPS_TRAINED_LIFETIME, "lifetime_sum")):
+        self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum")
+        for key, reduce in (
+            (NUM_ENV_STEPS_TRAINED, "sum"),
+            (NUM_ENV_STEPS_TRAINED_LIFETIME, "lifetime_sum"),
+            (NUM_MODULE_STEPS_TRAINED, "sum"),
+            (NUM_MODULE_STEPS_TRAINED_LIFETIME, "lifetime_sum"),
+        ):
             self.metrics.log_value((ALL_MODULES, key), steps, reduce=reduce)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,8 +32,8 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.rllib.utils.typing import ModuleID
 
 from rllib_geppo.core import objective
-from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.adam import adam_step_if
+from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
 from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
 from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
@@ -46,8 +47,15 @@ logger = logging.getLogger(__name__)
 Tensor = torch.Tensor
 
 #: Columns the gradient steps slice, per real row.
-_MINIBATCH_COLUMNS = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS,
-                      C.SAMPLE_WEIGHTS)
+_MINIBATCH_COLUMNS = (
+    C.OBS,
+    C.ACTIONS,
+    C.BEHAVIOUR_LOGP,
+    C.CENTER,
+    C.ADVANTAGES,
+    C.VALUE_TARGETS,
+    C.SAMPLE_WEIGHTS,
+)
 #: The columns that standardise the advantages over a whole global minibatch.
 _STANDARDIZED = (C.ADVANTAGES, C.CENTER, C.SAMPLE_WEIGHTS)
 
@@ -80,10 +88,17 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         policy_params = [p for p in module.parameters() if id(p) not in value_ids]
         optimizer = torch.optim.Adam(
             [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
-            eps=config.adam_eps, **_fast_adam_kwargs(self.device))
+            eps=config.adam_eps,
+            **_fast_adam_kwargs(self.device),
+        )
         # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
-        self.register_optimizer(module_id=module_id, optimizer_name=OPTIMIZER, optimizer=optimizer,
-                                params=policy_params + value_params, lr_or_lr_schedule=None)
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer_name=OPTIMIZER,
+            optimizer=optimizer,
+            params=policy_params + value_params,
+            lr_or_lr_schedule=None,
+        )
 
     @override(TorchLearner)
     def set_state(self, state: dict[str, Any]) -> None:
@@ -99,12 +114,15 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         for module_id in self.module.keys() if COMPONENT_OPTIMIZER in state else ():
             optimizer = self.get_optimizer(module_id, OPTIMIZER)
             for param, moments in optimizer.state.items():
-                optimizer.state[param] = {name: value.clone() if torch.is_tensor(value) else value
-                                          for name, value in moments.items()}
+                optimizer.state[param] = {
+                    name: value.clone() if torch.is_tensor(value) else value
+                    for name, value in moments.items()
+                }
 
     @override(GePPOLearner)
-    def update_module(self, module_id: ModuleID, layout: dict[str, np.ndarray],
-                      inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+    def update_module(
+        self, module_id: ModuleID, layout: dict[str, np.ndarray], inputs: UpdateInputs
+    ) -> tuple[dict[str, float], int]:
         policy_group, _ = self.get_optimizer(module_id, OPTIMIZER).param_groups
         policy_group["lr"] = inputs.policy_lr
         if inputs.obs_stats_before_update:
@@ -123,8 +141,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             module.set_obs_stats(inputs.obs_mean, inputs.obs_std)
 
     @torch.no_grad()
-    def prepare_update(self, module_id: ModuleID, layout: dict[str, np.ndarray],
-                       inputs: UpdateInputs) -> dict[str, Tensor]:
+    def prepare_update(
+        self, module_id: ModuleID, layout: dict[str, np.ndarray], inputs: UpdateInputs
+    ) -> dict[str, Tensor]:
         """Everything the gradient steps read, for the real rows, on this learner's device
         (:func:`~rllib_geppo.core.targets.update_batch`)."""
         batch = {name: torch.as_tensor(column, device=self.device) for name, column in layout.items()}
@@ -132,37 +151,63 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         dist_inputs, values = forward_train(module, batch[C.OBS])
         pik_logp = module.get_train_action_dist_cls().from_logits(dist_inputs).logp(batch[C.ACTIONS])
         return update_batch(
-            batch, dist_inputs=dist_inputs, values=values, pik_logp=pik_logp,
-            weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
-            gamma=self.config.gamma, lambda_=self.config.lambda_, vtrace_clip=self.config.vtrace_clip)
+            batch,
+            dist_inputs=dist_inputs,
+            values=values,
+            pik_logp=pik_logp,
+            weights_by_version=inputs.weights_by_version,
+            reward_scale=inputs.reward_scale,
+            gamma=self.config.gamma,
+            lambda_=self.config.lambda_,
+            vtrace_clip=self.config.vtrace_clip,
+        )
 
-    def run_epochs(self, module_id: ModuleID, data: dict[str, Tensor],
-                   inputs: UpdateInputs) -> tuple[dict[str, float], int]:
+    def run_epochs(
+        self, module_id: ModuleID, data: dict[str, Tensor], inputs: UpdateInputs
+    ) -> tuple[dict[str, float], int]:
         """``num_epochs`` passes of ``minibatches_per_epoch`` equal global minibatches over
         ``data`` (:mod:`rllib_geppo.core.minibatches`: a shuffle per epoch shared by all
         learners, advantages standardised per global minibatch, this learner's slice of each)."""
         rank, num_learners = self.data_parallel_rank()
         rows = len(data[C.ADVANTAGES])
         if rows < num_learners:  # too few samples to give every learner one: no step anywhere
-            return ({"policy_loss": 0.0, "vf_loss": 0.0, "policy_grad_norm": 0.0,
-                     "num_skipped_steps": 0, "num_gradient_steps": 0}, 0)
+            return (
+                {
+                    "policy_loss": 0.0,
+                    "vf_loss": 0.0,
+                    "policy_grad_norm": 0.0,
+                    "num_skipped_steps": 0,
+                    "num_gradient_steps": 0,
+                },
+                0,
+            )
         steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch, num_learners)
         mine = learner_slice(size, rank, num_learners)
         weight_scale = slice_weight_scale(size, rank, num_learners)
         sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
         clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
         skipped = torch.zeros((), device=self.device)
-        for order in epoch_orders(rows, self.config.num_epochs, seed=inputs.shuffle_seed,
-                                  shuffle=self.config.shuffle_batch_per_epoch, device=self.device):
-            minibatch_rows = order[:steps * size].view(steps, size)
+        for order in epoch_orders(
+            rows,
+            self.config.num_epochs,
+            seed=inputs.shuffle_seed,
+            shuffle=self.config.shuffle_batch_per_epoch,
+            device=self.device,
+        ):
+            minibatch_rows = order[: steps * size].view(steps, size)
             # Standardised over each global minibatch (three small columns), then this learner's
             # slice of every column: a learner gathers only its own rows of the big ones.
             center, weights = data[C.CENTER][minibatch_rows], data[C.SAMPLE_WEIGHTS][minibatch_rows]
             advantages = objective.standardize_advantages(data[C.ADVANTAGES][minibatch_rows], center, weights)
             mine_rows = minibatch_rows[:, mine]
             epoch = {name: data[name][mine_rows] for name in _MINIBATCH_COLUMNS if name not in _STANDARDIZED}
-            epoch.update({C.ADVANTAGES: advantages[:, mine], C.CENTER: center[:, mine],
-                          C.SAMPLE_WEIGHTS: weights[:, mine] * weight_scale if num_learners > 1 else weights})
+            epoch.update(
+                {
+                    C.ADVANTAGES: advantages[:, mine],
+                    C.CENTER: center[:, mine],
+                    C.SAMPLE_WEIGHTS: weights[:, mine] * weight_scale if num_learners > 1 else weights,
+                }
+            )
             for step in range(steps):
                 minibatch = {name: column[step] for name, column in epoch.items()}
                 losses, finite = self.minibatch_step(module_id, minibatch, clip_eps)
@@ -170,9 +215,16 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                 skipped += ~finite
         total, skipped = self.config.num_epochs * steps, int(skipped)
         policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
-        return ({"policy_loss": policy_loss, "vf_loss": vf_loss, "policy_grad_norm": grad_norm,
-                 "num_skipped_steps": skipped, "num_gradient_steps": total},
-                total * (mine.stop - mine.start))
+        return (
+            {
+                "policy_loss": policy_loss,
+                "vf_loss": vf_loss,
+                "policy_grad_norm": grad_norm,
+                "num_skipped_steps": skipped,
+                "num_gradient_steps": total,
+            },
+            total * (mine.stop - mine.start),
+        )
 
     def data_parallel_rank(self) -> tuple[int, int]:
         """``(rank, number of learners)`` of this learner among those that average their
@@ -181,8 +233,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             return 0, 1
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
-    def minibatch_losses(self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor,
-                         forward: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None) -> tuple[Tensor, Tensor]:
+    def minibatch_losses(
+        self,
+        module_id: ModuleID,
+        minibatch: dict[str, Tensor],
+        clip_eps: float | Tensor,
+        forward: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """GePPO's loss on one minibatch: ``(policy_loss, value_loss)``, the generalized clipped
         objective (negated, less ``entropy_coeff`` times the weighted entropy) and the weighted
         value regression. ``forward`` maps observations to ``(distribution inputs, values)``;
@@ -190,7 +247,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # The module itself, never RLlib's DDP wrapper: several learners average their
         # gradients explicitly (_backward_gradients).
         module = self.module[module_id].unwrapped()
-        dist_inputs, values = forward(minibatch[C.OBS]) if forward else forward_train(module, minibatch[C.OBS])
+        dist_inputs, values = (
+            forward(minibatch[C.OBS]) if forward else forward_train(module, minibatch[C.OBS])
+        )
         dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
         entropy_coeff = self.config.entropy_coeff
         return objective.geppo_losses(
@@ -206,8 +265,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             entropy_coeff=entropy_coeff,
         )
 
-    def minibatch_step(self, module_id: ModuleID, minibatch: dict[str, Tensor],
-                       clip_eps: float | Tensor) -> tuple[Tensor, Tensor]:
+    def minibatch_step(
+        self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor
+    ) -> tuple[Tensor, Tensor]:
         """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
         gradient clipped) and the value function.
 
@@ -238,11 +298,14 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         if step is None:
             finish = not self.distributed
             step = self._gradient_steps[module_id] = CompiledStep(
-                functools.partial(self._functional_gradients, module_id, self._functional_parts(module_id),
-                                  finish=finish),
+                functools.partial(
+                    self._functional_gradients, module_id, self._functional_parts(module_id), finish=finish
+                ),
                 functools.partial(self._backward_gradients, module_id, finish=finish),
-                compile_after=self._compile_after, name="gradient step",
-                inductor_options=self.step_inductor_options)
+                compile_after=self._compile_after,
+                name="gradient step",
+                inductor_options=self.step_inductor_options,
+            )
         return step
 
     def _functional_parts(self, module_id: ModuleID) -> tuple:
@@ -253,22 +316,40 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         train_forward = TrainForward(self.module[module_id].unwrapped())
         params = dict(train_forward.named_parameters())
         names = {id(p): name for name, p in params.items()}
-        return train_forward, params, *([names[id(p)] for p in group["params"]]
-                                        for group in self.get_optimizer(module_id, OPTIMIZER).param_groups)
+        return (
+            train_forward,
+            params,
+            *(
+                [names[id(p)] for p in group["params"]]
+                for group in self.get_optimizer(module_id, OPTIMIZER).param_groups
+            ),
+        )
 
-    def _functional_gradients(self, module_id: ModuleID, parts: tuple, minibatch: dict[str, Tensor],
-                              clip_eps: Tensor, *, finish: bool) -> tuple:
+    def _functional_gradients(
+        self,
+        module_id: ModuleID,
+        parts: tuple,
+        minibatch: dict[str, Tensor],
+        clip_eps: Tensor,
+        *,
+        finish: bool,
+    ) -> tuple:
         # The compiled step: gradients by torch.func, then (finish) the clip and check, in one graph.
         train_forward, params, policy_names, value_names = parts
         losses, grads = losses_and_gradients(
             lambda p, mb, eps: self.minibatch_losses(
-                module_id, mb, eps, forward=functools.partial(torch.func.functional_call, train_forward, p)),
-            params, minibatch, clip_eps)
+                module_id, mb, eps, forward=functools.partial(torch.func.functional_call, train_forward, p)
+            ),
+            params,
+            minibatch,
+            clip_eps,
+        )
         out = (losses, [grads[n] for n in policy_names], [grads[n] for n in value_names])
         return self._clip_and_check(*out) if finish else out
 
-    def _backward_gradients(self, module_id: ModuleID, minibatch: dict[str, Tensor],
-                            clip_eps: Tensor, *, finish: bool) -> tuple:
+    def _backward_gradients(
+        self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: Tensor, *, finish: bool
+    ) -> tuple:
         # The eager step: loss.backward(), then (finish) the clip and check.
         policy_group, value_group = self.get_optimizer(module_id, OPTIMIZER).param_groups
         for p in [*policy_group["params"], *value_group["params"]]:
@@ -283,21 +364,29 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         """The learners' mean losses and gradients, in one all-reduce."""
         averaged = mean_over_learners([*losses, *policy_grads, *value_grads])
         n, p = len(losses), len(policy_grads)
-        return averaged[:n], averaged[n:n + p], averaged[n + p:]
+        return averaged[:n], averaged[n : n + p], averaged[n + p :]
 
     def _clip_and_check(self, losses, policy_grads, value_grads):
-        return clip_and_check(losses, policy_grads, value_grads, grad_clip=self.config.grad_clip,
-                              clip_by=self.config.grad_clip_by, scope=self.config.grad_clip_scope)
+        return clip_and_check(
+            losses,
+            policy_grads,
+            value_grads,
+            grad_clip=self.config.grad_clip,
+            clip_by=self.config.grad_clip_by,
+            scope=self.config.grad_clip_scope,
+        )
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Tensor:
         # RLlib's generic update loop calls this; GePPOLearner.update replaces that loop.
-        raise NotImplementedError("GePPO's loss is GePPOTorchLearner.minibatch_losses, used by "
-                                  "GePPOLearner.update.")
+        raise NotImplementedError(
+            "GePPO's loss is GePPOTorchLearner.minibatch_losses, used by GePPOLearner.update."
+        )
 
     @torch.no_grad()
-    def policy_change_stats(self, module_id: ModuleID, data: dict[str, Tensor],
-                            inputs: UpdateInputs) -> dict[str, float]:
+    def policy_change_stats(
+        self, module_id: ModuleID, data: dict[str, Tensor], inputs: UpdateInputs
+    ) -> dict[str, float]:
         """TV (drives the lr rule), clip fraction, KL(pi_k || pi) and entropy over all samples."""
         module = self.module[module_id].unwrapped()
         dist_cls = module.get_train_action_dist_cls()

@@ -12,7 +12,8 @@ with a value branch works too (``config.training(model={"custom_model": ...})``)
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -51,12 +52,14 @@ class GePPOTorchModelV2(TorchModelV2, nn.Module):
     ``init_std_multiple``), not the old stack's ``model`` dict.
     """
 
-    def __init__(self, obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
-                 model_config: dict, name: str):
+    def __init__(
+        self, obs_space: gym.Space, action_space: gym.Space, num_outputs: int, model_config: dict, name: str
+    ):
         TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
         nn.Module.__init__(self)
-        self.module = GePPOTorchRLModule(observation_space=obs_space, action_space=action_space,
-                                         model_config=model_config)
+        self.module = GePPOTorchRLModule(
+            observation_space=obs_space, action_space=action_space, model_config=model_config
+        )
         self._obs: torch.Tensor | None = None
 
     @override(ModelV2)
@@ -88,13 +91,16 @@ class GePPOTorchPolicy(TorchPolicyV2):
         # before any update uses eps_PPO.
         self.clip_eps = config["clip_param"]
         self.num_skipped_steps = 0
-        TorchPolicyV2.__init__(self, observation_space, action_space, config,
-                               max_seq_len=config["model"]["max_seq_len"])
+        TorchPolicyV2.__init__(
+            self, observation_space, action_space, config, max_seq_len=config["model"]["max_seq_len"]
+        )
         if self.is_recurrent():
             raise ValueError("GePPO's old-API-stack policy does not support recurrent models.")
         if len(self.devices) > 1:
-            raise ValueError("GePPO's old-API-stack policy trains on one device: set num_gpus <= 1 "
-                             "(or use the new API stack with several learners).")
+            raise ValueError(
+                "GePPO's old-API-stack policy trains on one device: set num_gpus <= 1 "
+                "(or use the new API stack with several learners)."
+            )
         self._initialize_loss_from_dummy_batch()
         self._loss_initialized = True  # TorchPolicyV2 declares the flag but never sets it
         # compute_targets, not the loss, reads s_{t+1} (to bootstrap at segment ends): restore
@@ -105,22 +111,28 @@ class GePPOTorchPolicy(TorchPolicyV2):
     @override(TorchPolicyV2)
     def make_model_and_action_dist(self) -> tuple[ModelV2, type[TorchDistributionWrapper]]:
         model_config = self.config["model"]
-        dist_class, num_outputs = ModelCatalog.get_action_dist(self.action_space, model_config,
-                                                               framework="torch")
+        dist_class, num_outputs = ModelCatalog.get_action_dist(
+            self.action_space, model_config, framework="torch"
+        )
         if model_config.get("custom_model"):
-            model = ModelCatalog.get_model_v2(self.observation_space, self.action_space, num_outputs,
-                                              model_config, framework="torch")
+            model = ModelCatalog.get_model_v2(
+                self.observation_space, self.action_space, num_outputs, model_config, framework="torch"
+            )
             return model, dist_class
         for key in ("fcnet_hiddens", "fcnet_activation"):
             if model_config.get(key) != MODEL_DEFAULTS[key]:
                 raise ValueError(
                     f"GePPO's default model takes `{key}` from `model_config`, not from the old "
                     f"stack's `model` dict. Fix: .rl_module(model_config={{'{key}': ...}}) "
-                    f"(YAML: model_config), or set model={{'custom_model': ...}}.")
-        geppo_model_config = {**self.config["_model_config"],
-                              "init_std_multiple": self.config["init_std_multiple"]}
-        model = GePPOTorchModelV2(self.observation_space, self.action_space, num_outputs,
-                                  geppo_model_config, "geppo_model")
+                    f"(YAML: model_config), or set model={{'custom_model': ...}}."
+                )
+        geppo_model_config = {
+            **self.config["_model_config"],
+            "init_std_multiple": self.config["init_std_multiple"],
+        }
+        model = GePPOTorchModelV2(
+            self.observation_space, self.action_space, num_outputs, geppo_model_config, "geppo_model"
+        )
         return model, dist_class
 
     @override(TorchPolicyV2)
@@ -135,8 +147,9 @@ class GePPOTorchPolicy(TorchPolicyV2):
         return [self.policy_optimizer, self.value_optimizer]
 
     @override(TorchPolicyV2)
-    def postprocess_trajectory(self, sample_batch: SampleBatch, other_agent_batches=None,
-                               episode=None) -> SampleBatch:
+    def postprocess_trajectory(
+        self, sample_batch: SampleBatch, other_agent_batches=None, episode=None
+    ) -> SampleBatch:
         # One call per trajectory chunk: mark its end, where V-trace bootstraps from V(s_T).
         ends = np.zeros(len(sample_batch), dtype=bool)
         ends[-1:] = True
@@ -149,8 +162,9 @@ class GePPOTorchPolicy(TorchPolicyV2):
         return sample_batch
 
     @override(TorchPolicyV2)
-    def loss(self, model: ModelV2, dist_class: type[TorchDistributionWrapper],
-             train_batch: SampleBatch) -> list[torch.Tensor]:
+    def loss(
+        self, model: ModelV2, dist_class: type[TorchDistributionWrapper], train_batch: SampleBatch
+    ) -> list[torch.Tensor]:
         dist_inputs, _ = model(train_batch)
         dist = dist_class(dist_inputs, model)
         entropy_coeff = self.config["entropy_coeff"]
@@ -159,7 +173,8 @@ class GePPOTorchPolicy(TorchPolicyV2):
             behaviour_logp=train_batch[C.BEHAVIOUR_LOGP],
             center=train_batch[C.CENTER],
             advantages=objective.standardize_advantages(
-                train_batch[C.ADVANTAGES], train_batch[C.CENTER], train_batch[C.SAMPLE_WEIGHTS]),
+                train_batch[C.ADVANTAGES], train_batch[C.CENTER], train_batch[C.SAMPLE_WEIGHTS]
+            ),
             values=model.value_function(),
             value_targets=train_batch[C.VALUE_TARGETS],
             weights=train_batch[C.SAMPLE_WEIGHTS],
@@ -173,8 +188,9 @@ class GePPOTorchPolicy(TorchPolicyV2):
 
     @override(TorchPolicyV2)
     def stats_fn(self, train_batch: SampleBatch) -> dict[str, Any]:
-        return convert_to_numpy({key: torch.mean(torch.stack(self.get_tower_stats(key)))
-                                 for key in ("policy_loss", "vf_loss")})
+        return convert_to_numpy(
+            {key: torch.mean(torch.stack(self.get_tower_stats(key))) for key in ("policy_loss", "vf_loss")}
+        )
 
     @override(TorchPolicyV2)
     def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict[str, Any]:
@@ -188,8 +204,13 @@ class GePPOTorchPolicy(TorchPolicyV2):
     @override(TorchPolicyV2)
     def apply_gradients(self, gradients) -> None:
         # Skip a step whose gradients are not finite: weights and optimizer state stay as they are.
-        grads = [p.grad for opt in (self.policy_optimizer, self.value_optimizer)
-                 for group in opt.param_groups for p in group["params"] if p.grad is not None]
+        grads = [
+            p.grad
+            for opt in (self.policy_optimizer, self.value_optimizer)
+            for group in opt.param_groups
+            for p in group["params"]
+            if p.grad is not None
+        ]
         if not torch.isfinite(torch.nn.utils.get_total_norm(grads)):
             self.num_skipped_steps += 1
             return
@@ -222,10 +243,19 @@ class GePPOTorchPolicy(TorchPolicyV2):
         batch = {name: convert_to_torch_tensor(layout[name], device=self.device) for name in C.STORED}
         dist_inputs, values = self._evaluate(batch[C.OBS])
         pik_logp = self.dist_class(dist_inputs, self.model).logp(batch[C.ACTIONS])
-        return SampleBatch(update_batch(
-            batch, dist_inputs=dist_inputs, values=values, pik_logp=pik_logp,
-            weights_by_version=inputs.weights_by_version, reward_scale=inputs.reward_scale,
-            gamma=self.config["gamma"], lambda_=self.config["lambda"], vtrace_clip=self.config["vtrace_clip"]))
+        return SampleBatch(
+            update_batch(
+                batch,
+                dist_inputs=dist_inputs,
+                values=values,
+                pik_logp=pik_logp,
+                weights_by_version=inputs.weights_by_version,
+                reward_scale=inputs.reward_scale,
+                gamma=self.config["gamma"],
+                lambda_=self.config["lambda"],
+                vtrace_clip=self.config["vtrace_clip"],
+            )
+        )
 
     @torch.no_grad()
     def policy_change_stats(self, batch: SampleBatch) -> dict[str, float]:
@@ -250,11 +280,13 @@ class GePPOTorchPolicy(TorchPolicyV2):
         return dist_inputs, self.model.value_function()
 
 
-def _value_only_parameters(model: ModelV2, observation_space: gym.Space,
-                           device: torch.device) -> list[nn.Parameter]:
+def _value_only_parameters(
+    model: ModelV2, observation_space: gym.Space, device: torch.device
+) -> list[nn.Parameter]:
     """The parameters that reach the value output but not the action distribution's inputs."""
-    obs = convert_to_torch_tensor(np.stack([observation_space.sample()] * 2).astype(np.float32),
-                                  device=device)
+    obs = convert_to_torch_tensor(
+        np.stack([observation_space.sample()] * 2).astype(np.float32), device=device
+    )
     dist_inputs, _ = model(SampleBatch({SampleBatch.OBS: obs}))
     values = model.value_function()
     params = list(model.parameters())
@@ -265,5 +297,6 @@ def _value_only_parameters(model: ModelV2, observation_space: gym.Space,
         raise ValueError(
             f"{type(model).__name__} has no value-function parameters apart from the policy's; "
             "GePPO trains the value function with its own optimizer. Give the model a separate "
-            "value branch.")
+            "value branch."
+        )
     return value_only

@@ -43,14 +43,18 @@ from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy
 
 
-def training_step_old_api_stack(stores: ModuleStores, workers: Any, config: Any, *, iteration: int,
-                                timers: dict, counters: dict) -> ResultDict:
+def training_step_old_api_stack(
+    stores: ModuleStores, workers: Any, config: Any, *, iteration: int, timers: dict, counters: dict
+) -> ResultDict:
     """One GePPO iteration on the old API stack (see the module docstring): the Algorithm's
     module stores, its RolloutWorkers (``EnvRunnerGroup``) and config, the iteration's number
     and RLlib's old-stack timers and step counters, which this step fills."""
     with timers[SAMPLE_TIMER]:
-        batch = synchronous_parallel_sample(worker_set=workers, max_env_steps=config.samples_per_iteration,
-                                            sample_timeout_s=config.sample_timeout_s)
+        batch = synchronous_parallel_sample(
+            worker_set=workers,
+            max_env_steps=config.samples_per_iteration,
+            sample_timeout_s=config.sample_timeout_s,
+        )
     if not batch:
         return {}
     batch = batch.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
@@ -67,8 +71,13 @@ def training_step_old_api_stack(stores: ModuleStores, workers: Any, config: Any,
     counters[NUM_ENV_STEPS_TRAINED] += rows
     counters[NUM_AGENT_STEPS_TRAINED] += rows
     stats.update(stores.metrics(DEFAULT_POLICY_ID, inputs), num_dropped_segments=dropped)
-    stores.adapt_lr(DEFAULT_POLICY_ID, stats["tv"], inputs.clip_eps, iteration=iteration,
-                    complete=stats["num_skipped_steps"] < stats["num_gradient_steps"])
+    stores.adapt_lr(
+        DEFAULT_POLICY_ID,
+        stats["tv"],
+        inputs.clip_eps,
+        iteration=iteration,
+        complete=stats["num_skipped_steps"] < stats["num_gradient_steps"],
+    )
     stores.record_update([DEFAULT_POLICY_ID])
     stores.policy_version += 1
 
@@ -76,11 +85,18 @@ def training_step_old_api_stack(stores: ModuleStores, workers: Any, config: Any,
     with timers[SYNCH_WORKER_WEIGHTS_TIMER]:
         # timeout_seconds=None waits: RLlib's default (0) is fire-and-forget, and GePPO's
         # ages need each new batch to come from the new policy.
-        workers.sync_weights(policies=[DEFAULT_POLICY_ID], timeout_seconds=None,
-                             global_vars={"timestep": counters[NUM_AGENT_STEPS_SAMPLED]})
-    return {DEFAULT_POLICY_ID: {LEARNER_STATS_KEY: stats,
-                                NUM_AGENT_STEPS_TRAINED: stores[DEFAULT_POLICY_ID].store.num_steps,
-                                NUM_GRAD_UPDATES_LIFETIME: policy.num_grad_updates}}
+        workers.sync_weights(
+            policies=[DEFAULT_POLICY_ID],
+            timeout_seconds=None,
+            global_vars={"timestep": counters[NUM_AGENT_STEPS_SAMPLED]},
+        )
+    return {
+        DEFAULT_POLICY_ID: {
+            LEARNER_STATS_KEY: stats,
+            NUM_AGENT_STEPS_TRAINED: stores[DEFAULT_POLICY_ID].store.num_steps,
+            NUM_GRAD_UPDATES_LIFETIME: policy.num_grad_updates,
+        }
+    }
 
 
 def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
@@ -94,22 +110,25 @@ def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
     segments = []
     for start, end in zip(np.concatenate([[0], ends[:-1]]), ends):
         chunk = batch.slice(int(start), int(end))
-        segments.append(Segment(
-            obs=np.concatenate([chunk[SampleBatch.OBS], chunk[SampleBatch.NEXT_OBS][-1:]]),
-            actions=chunk[SampleBatch.ACTIONS],
-            rewards=chunk[SampleBatch.REWARDS],
-            behaviour_logp=chunk[SampleBatch.ACTION_LOGP],
-            versions=np.full(len(chunk), version),
-            terminated=bool(chunk[SampleBatch.TERMINATEDS][-1]),
-            truncated=bool(chunk[SampleBatch.TRUNCATEDS][-1]),
-            episode_id=str(chunk[SampleBatch.EPS_ID][0]),
-            first_step=int(chunk[SampleBatch.T][0]),
-        ))
+        segments.append(
+            Segment(
+                obs=np.concatenate([chunk[SampleBatch.OBS], chunk[SampleBatch.NEXT_OBS][-1:]]),
+                actions=chunk[SampleBatch.ACTIONS],
+                rewards=chunk[SampleBatch.REWARDS],
+                behaviour_logp=chunk[SampleBatch.ACTION_LOGP],
+                versions=np.full(len(chunk), version),
+                terminated=bool(chunk[SampleBatch.TERMINATEDS][-1]),
+                truncated=bool(chunk[SampleBatch.TRUNCATEDS][-1]),
+                episode_id=str(chunk[SampleBatch.EPS_ID][0]),
+                first_step=int(chunk[SampleBatch.T][0]),
+            )
+        )
     return segments
 
 
-def _update_policy(policy: GePPOTorchPolicy, layout: dict, inputs: UpdateInputs,
-                   config: Any) -> tuple[dict[str, Any], int]:
+def _update_policy(
+    policy: GePPOTorchPolicy, layout: dict, inputs: UpdateInputs, config: Any
+) -> tuple[dict[str, Any], int]:
     """Targets under pi_k for the whole store (its ``layout``), then epochs x minibatches of
     gradient steps.
 
@@ -123,11 +142,19 @@ def _update_policy(policy: GePPOTorchPolicy, layout: dict, inputs: UpdateInputs,
     batch = policy.compute_targets(layout, inputs)
     rows = len(batch)
     steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch)
-    for order in epoch_orders(rows, config.num_epochs, seed=inputs.shuffle_seed,
-                              shuffle=config.shuffle_batch_per_epoch, device=policy.device):
+    for order in epoch_orders(
+        rows,
+        config.num_epochs,
+        seed=inputs.shuffle_seed,
+        shuffle=config.shuffle_batch_per_epoch,
+        device=policy.device,
+    ):
         for start in range(0, steps * size, size):
-            minibatch = order[start:start + size]
+            minibatch = order[start : start + size]
             fetches = policy.learn_on_batch(SampleBatch({k: v[minibatch] for k, v in batch.items()}))
-    return {**fetches[LEARNER_STATS_KEY], **policy.policy_change_stats(batch),
-            "num_skipped_steps": policy.num_skipped_steps,
-            "num_gradient_steps": config.num_epochs * steps}, rows
+    return {
+        **fetches[LEARNER_STATS_KEY],
+        **policy.policy_change_stats(batch),
+        "num_skipped_steps": policy.num_skipped_steps,
+        "num_gradient_steps": config.num_epochs * steps,
+    }, rows

@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 #: The manifest's file name in a checkpoint folder.
 MANIFEST = "geppo_checkpoint.json"
@@ -24,8 +25,11 @@ def write_manifest(folder: str | os.PathLike, **metadata: Any) -> None:
     """List every file under ``folder`` (size, SHA-256) with ``metadata`` (e.g. the training
     iteration), atomically."""
     folder = Path(folder)
-    files = {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
-             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    files = {
+        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
     write_json_atomically(folder / MANIFEST, {**metadata, "files": files})
 
 

@@ -2,7 +2,8 @@
 the SB3 baseline read or write (``/`` separates nesting levels)."""
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: In Ray 2.60, the mean return of the episodes completed during the iteration: the paper's
 #: curve (RLlib's windowed mean is cleared at every reduce, so the 100-episode window only caps

@@ -16,7 +16,8 @@ Pure Python; no Ray.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 Path = tuple[str, ...]
 
@@ -26,9 +27,18 @@ OPAQUE = ("config",)
 
 def late_keys(module_id: str = "default_policy", agent_id: str = "default_agent") -> list[Path]:
     """The keys that RLlib's new API stack and Tune report only from some iteration on."""
-    episode = [("env_runners", f"episode_{stat}") for stat in (
-        "return_mean", "return_max", "return_min", "len_mean", "len_max", "len_min",
-        "duration_sec_mean")]
+    episode = [
+        ("env_runners", f"episode_{stat}")
+        for stat in (
+            "return_mean",
+            "return_max",
+            "return_min",
+            "len_mean",
+            "len_max",
+            "len_min",
+            "duration_sec_mean",
+        )
+    ]
     return episode + [
         ("env_runners", "agent_episode_return_mean", agent_id),
         ("env_runners", "module_episode_return_mean", module_id),
@@ -60,9 +70,13 @@ def grow(keys: Sequence[Path], result: dict[str, Any]) -> list[Path]:
     result: an evaluation every N iterations, a callback's metric), sorted; a path that clashes
     with a key (one holds a value where the other holds a dict) is left out."""
     known = set(keys)
-    new = [path for path in leaf_paths(result) if path not in known
-           and not any(path[:i] in known for i in range(1, len(path)))
-           and not any(k[:len(path)] == path for k in known)]
+    new = [
+        path
+        for path in leaf_paths(result)
+        if path not in known
+        and not any(path[:i] in known for i in range(1, len(path)))
+        and not any(k[: len(path)] == path for k in known)
+    ]
     return sorted([*keys, *new], key=_sort_key) if new else list(keys)
 
 
@@ -76,8 +90,11 @@ def with_keys(result: dict[str, Any], keys: Sequence[Path]) -> dict[str, Any]:
     ``result`` (one holds a value where the other holds a dict) is left out."""
     leaves = leaf_paths(result)
     for path in keys:
-        if path not in leaves and not any(path[:i] in leaves for i in range(1, len(path))) \
-                and not any(p[:len(path)] == path for p in leaves):
+        if (
+            path not in leaves
+            and not any(path[:i] in leaves for i in range(1, len(path)))
+            and not any(p[: len(path)] == path for p in leaves)
+        ):
             leaves[path] = math.nan
     out: dict[str, Any] = {}
     for path in sorted(leaves, key=_sort_key):
@@ -86,3 +103,17 @@ def with_keys(result: dict[str, Any], keys: Sequence[Path]) -> dict[str, Any]:
             node = node.setdefault(key, {})
         node[path[-1]] = leaves[path]
     return out
+
+
+def conform(result: dict[str, Any], keys: list[Path] | None, late_modules: Iterable[str] = ()) -> list[Path]:
+    """Make ``result`` hold exactly the run's keys, in place, and return those keys: the
+    first result's plus the :func:`late_keys` of ``late_modules`` (``keys`` None: this is the
+    first result), else ``keys`` grown by the result's new ones."""
+    if keys is None:
+        keys = schema(result, [key for module_id in late_modules for key in late_keys(module_id)])
+    else:
+        keys = grow(keys, result)
+    complete = with_keys(result, keys)
+    result.clear()
+    result.update(complete)
+    return keys

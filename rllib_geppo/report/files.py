@@ -19,8 +19,9 @@ from rllib_geppo.report.stats import MeanGain, Row, Stability
 logger = logging.getLogger(__name__)
 
 
-def write_csv(rows: Sequence[Row | PaperRow | TrialRow | Stability | MeanGain], row_type: type,
-              path: Path) -> None:
+def write_csv(
+    rows: Sequence[Row | PaperRow | TrialRow | Stability | MeanGain], row_type: type, path: Path
+) -> None:
     """One line per row of ``row_type`` (``table.csv``: Row, ``paper.csv``: PaperRow,
     ``trials.csv``: TrialRow, ``stability.csv``: Stability, ``mean_gains.csv``: MeanGain): raw
     numbers, empty cells for NaN."""
@@ -29,8 +30,12 @@ def write_csv(rows: Sequence[Row | PaperRow | TrialRow | Stability | MeanGain], 
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v
-                             for k, v in dataclasses.asdict(row).items()})
+            writer.writerow(
+                {
+                    k: "" if isinstance(v, float) and math.isnan(v) else v
+                    for k, v in dataclasses.asdict(row).items()
+                }
+            )
 
 
 def write_report(report: Report, out: Path) -> list[Path]:
@@ -40,8 +45,13 @@ def write_report(report: Report, out: Path) -> list[Path]:
     write_csv(report.rows, Row, out / "table.csv")
     write_csv(report.trial_rows, TrialRow, out / "trials.csv")
     write_csv(report.stability, Stability, out / "stability.csv")
-    written = [out / "table.md", out / "table.csv", out / "trials.csv", out / "stability.csv",
-               out / "returns.png"]
+    written = [
+        out / "table.md",
+        out / "table.csv",
+        out / "trials.csv",
+        out / "stability.csv",
+        out / "returns.png",
+    ]
     if report.paper_rows:
         write_csv(report.paper_rows, PaperRow, out / "paper.csv")
         written.insert(2, out / "paper.csv")
@@ -53,8 +63,7 @@ def write_report(report: Report, out: Path) -> list[Path]:
         returns_vs_time_figure(report.time_panels).savefig(out / "returns_vs_time.png", dpi=120)
         written.append(out / "returns_vs_time.png")
     else:
-        logger.info("no environment's runs share a window of training time: "
-                    "returns_vs_time.png not written")
+        logger.info("no environment's runs share a window of training time: returns_vs_time.png not written")
     if report.tv_panels:
         tv_figure(report.tv_panels).savefig(out / "tv.png", dpi=120)
         written.append(out / "tv.png")

@@ -43,8 +43,9 @@ class Flag:
 # ----------------------------------------------------------------------------- labelling trials
 
 
-def load_trials(paths: Sequence[Path], return_key: str = RETURN_KEY,
-                group_by: str = "variant") -> list[Trial]:
+def load_trials(
+    paths: Sequence[Path], return_key: str = RETURN_KEY, group_by: str = "variant"
+) -> list[Trial]:
     """All trials under the paths, labelled by ``group_by`` (:func:`label_by_settings`).
 
     Raises ReportError when no trial has usable results, or ``group_by`` names a setting no
@@ -80,10 +81,12 @@ def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None
         recorded = set().union(*(t.settings.values.keys() | t.settings.recorded for t in trials))
         if missing := [k for k in keys if not any(_under(r, [k]) for r in recorded)]:
             varied = report_settings.varied([t.settings for t in trials])
-            raise ReportError(f"--group-by {','.join(keys)}: no trial records the setting "
-                              f"{', '.join(map(repr, missing))} (settings that differ between "
-                              f"trials: {', '.join(varied) or 'none'}; or use "
-                              f"{' / '.join(BASE_LABELS)})")
+            raise ReportError(
+                f"--group-by {','.join(keys)}: no trial records the setting "
+                f"{', '.join(map(repr, missing))} (settings that differ between "
+                f"trials: {', '.join(varied) or 'none'}; or use "
+                f"{' / '.join(BASE_LABELS)})"
+            )
     groups = group_trials(trials, lambda t: (t.env, t.variant))
     chosen: dict[str, set[str]] = defaultdict(set)  # base label -> the settings that split it
     for (env, base), group in groups.items():
@@ -91,11 +94,18 @@ def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None
         named = [v for v in varied if keys is None or _under(v, keys)]
         chosen[base].update(named)
         if pooled := [v for v in varied if v not in named]:
-            logger.warning("%s / %s: --group-by %s pools trials that differ in %s", env, base,
-                           ",".join(keys or ()), ", ".join(pooled))
-    return [dataclasses.replace(t, variant=report_settings.label(base, t.settings,
-                                                                 sorted(chosen[base])))
-            for (_, base), group in groups.items() for t in group]
+            logger.warning(
+                "%s / %s: --group-by %s pools trials that differ in %s",
+                env,
+                base,
+                ",".join(keys or ()),
+                ", ".join(pooled),
+            )
+    return [
+        dataclasses.replace(t, variant=report_settings.label(base, t.settings, sorted(chosen[base])))
+        for (_, base), group in groups.items()
+        for t in group
+    ]
 
 
 def _under(setting: str, keys: Sequence[str]) -> bool:
@@ -122,15 +132,19 @@ def pool_variants(trials: Sequence[Trial], pools: Sequence[tuple[str, Sequence[s
     for label, members in pools:
         for member in members:
             if member not in labels:
-                raise ReportError(f"--pool {label}: no trial is labelled {member!r} "
-                                  f"(labels: {', '.join(sorted(labels))})")
+                raise ReportError(
+                    f"--pool {label}: no trial is labelled {member!r} (labels: {', '.join(sorted(labels))})"
+                )
             if member in owner:
-                raise ReportError(f"--pool: {member!r} is in both {owner[member]!r} and "
-                                  f"{label!r}; a variant can be in one pool only")
+                raise ReportError(
+                    f"--pool: {member!r} is in both {owner[member]!r} and "
+                    f"{label!r}; a variant can be in one pool only"
+                )
             owner[member] = label
         if label in labels and label not in members:
-            raise ReportError(f"--pool {label}: {label!r} is already a variant of its own; "
-                              "choose another label")
+            raise ReportError(
+                f"--pool {label}: {label!r} is already a variant of its own; choose another label"
+            )
     return [dataclasses.replace(t, variant=owner.get(t.variant, t.variant)) for t in trials]
 
 
@@ -140,8 +154,7 @@ def _curve_end(run: Run) -> tuple[float, float]:
     return float(steps[-1]), float(steps[-1] - (steps[-2] if len(steps) > 1 else 0.0))
 
 
-def split_by_budget(trials: Sequence[Trial],
-                    budget: float | None) -> tuple[float, list[Trial], list[Flag]]:
+def split_by_budget(trials: Sequence[Trial], budget: float | None) -> tuple[float, list[Trial], list[Flag]]:
     """One environment's trials that reach the budget, and the others flagged.
 
     Args:
@@ -152,8 +165,9 @@ def split_by_budget(trials: Sequence[Trial],
     if budget is None:
         budget = stats.common_budget(list(ends.values()))
     kept = [t for t in trials if ends[t.path][0] >= budget]
-    flags = [Flag(t, _short_of_budget(t.run, ends[t.path][0], budget))
-             for t in trials if ends[t.path][0] < budget]
+    flags = [
+        Flag(t, _short_of_budget(t.run, ends[t.path][0], budget)) for t in trials if ends[t.path][0] < budget
+    ]
     return budget, kept, flags
 
 
@@ -162,9 +176,11 @@ def _short_of_budget(run: Run, curve_end: float, budget: float) -> str:
     with no return recorded (an env without a time limit finishes no episode once its policy
     balances; an evaluation return comes only every ``evaluation_interval`` iterations)."""
     if run.steps[-1] >= budget:
-        return (f"no return after {curve_end:,.0f} env steps (budget {budget:,.0f}): the trial ran "
-                f"to {run.steps[-1]:,.0f} but finished no episode (give the env a time limit) or, "
-                "for an evaluation return, was not evaluated (a budget at its last evaluation)")
+        return (
+            f"no return after {curve_end:,.0f} env steps (budget {budget:,.0f}): the trial ran "
+            f"to {run.steps[-1]:,.0f} but finished no episode (give the env a time limit) or, "
+            "for an evaluation return, was not evaluated (a budget at its last evaluation)"
+        )
     return f"stopped early at {curve_end:,.0f} env steps (budget {budget:,.0f})"
 
 
@@ -174,8 +190,9 @@ def variant_key(variant: str) -> tuple[int, str]:
     return rank, variant
 
 
-def group_trials(trials: Iterable[Trial], key: Callable[[Trial], str],
-                 order: Callable[[str], Any] | None = None) -> dict[str, list[Trial]]:
+def group_trials(
+    trials: Iterable[Trial], key: Callable[[Trial], str], order: Callable[[str], Any] | None = None
+) -> dict[str, list[Trial]]:
     """Trials by ``key``, the groups sorted by ``order`` of their key."""
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:

@@ -53,16 +53,17 @@ EXIT_BAD_INPUT = 2
 
 def _group_by(text: str) -> str:
     """Parse ``variant``, ``experiment`` or ``SETTING,SETTING,...``."""
-    if not setting_names(text) or (text not in BASE_LABELS
-                                   and set(setting_names(text)) & set(BASE_LABELS)):
-        raise argparse.ArgumentTypeError(f"expected {' or '.join(BASE_LABELS)} alone, or "
-                                         f"setting names such as lr,num_epochs; got {text!r}")
+    if not setting_names(text) or (text not in BASE_LABELS and set(setting_names(text)) & set(BASE_LABELS)):
+        raise argparse.ArgumentTypeError(
+            f"expected {' or '.join(BASE_LABELS)} alone, or setting names such as lr,num_epochs; got {text!r}"
+        )
     return text.strip()
 
 
 def _pool(text: str) -> tuple[str, tuple[str, ...]]:
     """Parse ``LABEL=VARIANT,VARIANT,...`` (commas inside brackets, as in a label's
     ``fcnet_hiddens=[64,64]``, do not split)."""
+
     def members(value: str) -> tuple[str, ...]:
         names = tuple(m.strip() for m in re.split(r",(?![^\[]*\])", value) if m.strip())
         if not names:
@@ -74,6 +75,7 @@ def _pool(text: str) -> tuple[str, tuple[str, ...]]:
 
 def _target(text: str) -> tuple[str, float]:
     """Parse ``ENV=RETURN``."""
+
     def finite(value: str) -> float:
         if not math.isfinite(number := float(value)):
             raise ValueError(value)
@@ -107,51 +109,87 @@ def _env_steps(text: str) -> int:
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``report`` command's arguments."""
-    parser.add_argument("paths", nargs="+", type=Path, metavar="RESULTS_DIR",
-                        help="Tune results, experiment or trial directories (searched recursively)")
-    parser.add_argument("--out", type=Path, default=Path("report"),
-                        help="output folder for table.md, table.csv, trials.csv, stability.csv, "
-                             "mean_gains.csv, returns.png, tv.png (default: ./report)")
-    parser.add_argument("--budget", type=_env_steps, default=None,
-                        help="env steps at which 'final' is read, for every environment; trials "
-                             "that end before it are flagged and excluded (default: per "
-                             "environment, the largest budget every complete trial reaches)")
-    parser.add_argument("--baseline", default="PPO",
-                        help="variant the others are compared with (default: PPO, i.e. GePPO "
-                             "with sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)")
-    parser.add_argument("--group-by", type=_group_by, default="variant",
-                        metavar="variant|experiment|SETTING,...",
-                        help="label trials by algorithm variant (default) or by the YAML "
-                             "experiment they ran in, each followed by every setting their "
-                             "trials differ in besides the seed (e.g. 'GePPO lr=0.001'); or by "
-                             "variant and the named settings alone (e.g. lr,num_epochs; "
-                             "model_config covers its entries), pooling trials that differ in "
-                             "others")
-    parser.add_argument("--pool", type=_pool, action="append", default=[],
-                        metavar="LABEL=VARIANT,...",
-                        help="report these variants as one, labelled LABEL, their trials "
-                             "counted together (repeatable); --baseline may name a LABEL")
-    parser.add_argument("--target", type=_target, action="append", default=[],
-                        metavar="ENV=RETURN",
-                        help="a return to reach in ENV (repeatable): table.md adds where each "
-                             "variant's mean curve first reaches it, in env steps and training time")
-    parser.add_argument("--paper", action="store_true",
-                        help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside "
-                             "our GePPO and PPO rows of its six tasks, with the differences in %%; "
-                             "needs the default baseline PPO (use with --budget 1e6)")
-    parser.add_argument("--return-key", default=RETURN_KEY,
-                        help="'/'-separated result key of the return curve "
-                             f"(default: {RETURN_KEY}; {EVALUATION_RETURN_KEY} "
-                             "reads the evaluation EnvRunners' returns)")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS_DIR",
+        help="Tune results, experiment or trial directories (searched recursively)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("report"),
+        help="output folder for table.md, table.csv, trials.csv, stability.csv, "
+        "mean_gains.csv, returns.png, tv.png (default: ./report)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=_env_steps,
+        default=None,
+        help="env steps at which 'final' is read, for every environment; trials "
+        "that end before it are flagged and excluded (default: per "
+        "environment, the largest budget every complete trial reaches)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default="PPO",
+        help="variant the others are compared with (default: PPO, i.e. GePPO "
+        "with sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)",
+    )
+    parser.add_argument(
+        "--group-by",
+        type=_group_by,
+        default="variant",
+        metavar="variant|experiment|SETTING,...",
+        help="label trials by algorithm variant (default) or by the YAML "
+        "experiment they ran in, each followed by every setting their "
+        "trials differ in besides the seed (e.g. 'GePPO lr=0.001'); or by "
+        "variant and the named settings alone (e.g. lr,num_epochs; "
+        "model_config covers its entries), pooling trials that differ in "
+        "others",
+    )
+    parser.add_argument(
+        "--pool",
+        type=_pool,
+        action="append",
+        default=[],
+        metavar="LABEL=VARIANT,...",
+        help="report these variants as one, labelled LABEL, their trials "
+        "counted together (repeatable); --baseline may name a LABEL",
+    )
+    parser.add_argument(
+        "--target",
+        type=_target,
+        action="append",
+        default=[],
+        metavar="ENV=RETURN",
+        help="a return to reach in ENV (repeatable): table.md adds where each "
+        "variant's mean curve first reaches it, in env steps and training time",
+    )
+    parser.add_argument(
+        "--paper",
+        action="store_true",
+        help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside "
+        "our GePPO and PPO rows of its six tasks, with the differences in %%; "
+        "needs the default baseline PPO (use with --budget 1e6)",
+    )
+    parser.add_argument(
+        "--return-key",
+        default=RETURN_KEY,
+        help="'/'-separated result key of the return curve "
+        f"(default: {RETURN_KEY}; {EVALUATION_RETURN_KEY} "
+        "reads the evaluation EnvRunners' returns)",
+    )
 
 
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; returns the process exit code (2: unusable input)."""
     try:
-        trials = pool_variants(load_trials(args.paths, args.return_key, args.group_by),
-                               args.pool)
-        report = build_report(trials, args.budget, args.baseline, args.return_key, args.paper,
-                              dict(args.target))
+        trials = pool_variants(load_trials(args.paths, args.return_key, args.group_by), args.pool)
+        report = build_report(
+            trials, args.budget, args.baseline, args.return_key, args.paper, dict(args.target)
+        )
     except ReportError as err:
         logger.error("%s", err)
         return EXIT_BAD_INPUT
@@ -163,8 +201,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rllib_geppo.report.main``."""
-    parser = argparse.ArgumentParser(prog="rllib-geppo report",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rllib-geppo report", description=__doc__.split("\n\n")[0])
     add_report_arguments(parser)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     return run_report(parser.parse_args(argv))

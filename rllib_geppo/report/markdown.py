@@ -40,9 +40,13 @@ def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
     """The columns relative to the baseline: "n/a" without a baseline run, "—" on its own row."""
     if not has_baseline:
         return ["n/a"] * 4
-    pct = ["—" if row.variant == baseline else _fmt_vs_baseline(pct, se)
-           for pct, se in ((row.avg_vs_baseline_pct, row.avg_vs_baseline_se),
-                           (row.final_vs_baseline_pct, row.final_vs_baseline_se))]
+    pct = [
+        "—" if row.variant == baseline else _fmt_vs_baseline(pct, se)
+        for pct, se in (
+            (row.avg_vs_baseline_pct, row.avg_vs_baseline_se),
+            (row.final_vs_baseline_pct, row.final_vs_baseline_se),
+        )
+    ]
     return pct + _steps_and_time_cells(row.steps_to_baseline_final, row.time_to_baseline_final_s)
 
 
@@ -66,14 +70,22 @@ def _fmt_pct(value: float) -> str:
 
 
 def _paper_cells(row: PaperRow, has_ppo: bool) -> list[str]:
-    """"vs PPO" and "steps to PPO final" cells: ours, then the paper's in brackets."""
-    ours = ((_fmt_pct(row.avg_vs_ppo_pct), _fmt_pct(row.final_vs_ppo_pct)) if has_ppo
-            else ("n/a", "n/a"))
-    vs_ppo = (["—", "—"] if row.variant == report_paper.PAPER_BASELINE else
-              [f"{o} ({p:+.0f}%)" for o, p in zip(ours, (row.paper_avg_vs_ppo_pct,
-                                                         row.paper_final_vs_ppo_pct))])
-    steps = ("n/a" if not has_ppo else "not reached" if not math.isfinite(row.steps_to_ppo_final)
-             else f"{row.steps_to_ppo_final / 1e6:.2f}")
+    """ "vs PPO" and "steps to PPO final" cells: ours, then the paper's in brackets."""
+    ours = (_fmt_pct(row.avg_vs_ppo_pct), _fmt_pct(row.final_vs_ppo_pct)) if has_ppo else ("n/a", "n/a")
+    vs_ppo = (
+        ["—", "—"]
+        if row.variant == report_paper.PAPER_BASELINE
+        else [
+            f"{o} ({p:+.0f}%)" for o, p in zip(ours, (row.paper_avg_vs_ppo_pct, row.paper_final_vs_ppo_pct))
+        ]
+    )
+    steps = (
+        "n/a"
+        if not has_ppo
+        else "not reached"
+        if not math.isfinite(row.steps_to_ppo_final)
+        else f"{row.steps_to_ppo_final / 1e6:.2f}"
+    )
     return vs_ppo + [f"{steps} ({row.paper_steps_to_ppo_final / 1e6:.2f})"]
 
 
@@ -87,7 +99,8 @@ def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
         "seeds. *vs paper* is (ours - paper) / "
         "|paper|; *vs PPO* is GePPO against PPO of the same source, ours then the paper's in "
         "brackets; so is *steps to PPO final*, where the mean curve first reaches PPO's final "
-        "return (the paper gives PPO's own as the budget).", "",
+        "return (the paper gives PPO's own as the budget).",
+        "",
         "| env | budget (M steps) | variant | seeds | avg return | paper avg | avg vs paper "
         "| avg vs PPO (paper) | final return | paper final | final vs paper | final vs PPO (paper) "
         "| steps to PPO final, M (paper) |",
@@ -101,7 +114,8 @@ def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
             f"| {format_return(row.avg, row.avg_se)} | {format_return(row.paper_avg, math.nan)} "
             f"| {_fmt_pct(row.avg_vs_paper_pct)} | {avg_ppo} "
             f"| {format_return(row.final, row.final_se)} | {format_return(row.paper_final, math.nan)} "
-            f"| {_fmt_pct(row.final_vs_paper_pct)} | {final_ppo} | {steps} |")
+            f"| {_fmt_pct(row.final_vs_paper_pct)} | {final_ppo} | {steps} |"
+        )
     return lines
 
 
@@ -109,8 +123,10 @@ def _return_description(return_key: str) -> str:
     if return_key == RETURN_KEY:
         return " (mean undiscounted return of the training episodes completed in each iteration)"
     if return_key == EVALUATION_RETURN_KEY:
-        return (" (mean undiscounted return of the evaluation episodes, run with the policy of "
-                "the iteration every `evaluation_interval` iterations)")
+        return (
+            " (mean undiscounted return of the evaluation episodes, run with the policy of "
+            "the iteration every `evaluation_interval` iterations)"
+        )
     return ""
 
 
@@ -120,8 +136,14 @@ def render_markdown(report: Report) -> str:
     base = report.baseline
     lines = ["# Results report", ""]
     if report.paper_rows:
-        lines += ["## Against the paper's Table 1", "", *render_paper_markdown(report.paper_rows),
-                  "", "## All rows", ""]
+        lines += [
+            "## Against the paper's Table 1",
+            "",
+            *render_paper_markdown(report.paper_rows),
+            "",
+            "## All rows",
+            "",
+        ]
     lines += [
         f"Return: `{report.return_key}`{_return_description(report.return_key)}. "
         "Curves are aligned on env steps; *avg* is the mean of the "
@@ -132,7 +154,8 @@ def render_markdown(report: Report) -> str:
         f"(s.e.; within ±1, no winner); *steps to {base} final* is where the mean curve "
         f"first reaches {base}'s final return; times are training wall time; *return at T* is "
         "the mean return after T of training, T being the shortest time any trial of the "
-        "environment took to the budget.", "",
+        "environment took to the budget.",
+        "",
         f"| env | budget (M steps) | variant | seeds | avg return | avg vs {base} | final return "
         f"| final vs {base} | steps to {base} final (M) | time to {base} final | env steps/s "
         "| return at T | T |",
@@ -142,18 +165,22 @@ def render_markdown(report: Report) -> str:
     for row in report.rows:
         seeds = f"{row.seeds}" + (f" ({row.excluded} excluded)" if row.excluded else "")
         avg_pct, final_pct, steps, time = _comparison_cells(row, row.env in envs_with_base, base)
-        lines.append(f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {seeds} "
-                     f"| {format_return(row.avg, row.avg_se)} | {avg_pct} "
-                     f"| {format_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
-                     f"| {row.env_steps_per_s:,.0f} | {format_return(row.return_at_time, row.return_at_time_se)} "
-                     f"| {_fmt_duration(row.time_budget_s)} |")
+        lines.append(
+            f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {seeds} "
+            f"| {format_return(row.avg, row.avg_se)} | {avg_pct} "
+            f"| {format_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
+            f"| {row.env_steps_per_s:,.0f} | {format_return(row.return_at_time, row.return_at_time_se)} "
+            f"| {_fmt_duration(row.time_budget_s)} |"
+        )
     lines += _target_lines([row for row in report.rows if math.isfinite(row.target)])
     lines += _stability_lines(report.stability)
     lines += _mean_gain_lines(report.mean_gains, {r.variant for r in report.rows})
     if report.flags:
         lines += ["", "## Excluded trials", ""]
-        lines += [f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} "
-                  f"(`{f.trial.path}`)" for f in report.flags]
+        lines += [
+            f"- {f.trial.env} / {f.trial.variant} / seed {f.trial.seed}: {f.reason} (`{f.trial.path}`)"
+            for f in report.flags
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -161,13 +188,22 @@ def _target_lines(rows: Sequence[Row]) -> list[str]:
     """The rows' steps and training time to their environment's target return (``--target``)."""
     if not rows:
         return []
-    lines = ["", "## Steps and time to a target return", "",
-             "Where each variant's mean curve first reaches the target.", "",
-             "| env | variant | target return | steps to target (M) | time to target |",
-             "|" + " --- |" * 5]
+    lines = [
+        "",
+        "## Steps and time to a target return",
+        "",
+        "Where each variant's mean curve first reaches the target.",
+        "",
+        "| env | variant | target return | steps to target (M) | time to target |",
+        "|" + " --- |" * 5,
+    ]
     for row in rows:
-        cells = [row.env, row.variant, f"{row.target:,.0f}",
-                 *_steps_and_time_cells(row.steps_to_target, row.time_to_target_s)]
+        cells = [
+            row.env,
+            row.variant,
+            f"{row.target:,.0f}",
+            *_steps_and_time_cells(row.steps_to_target, row.time_to_target_s),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -176,22 +212,33 @@ def _stability_lines(rows: Sequence[Stability]) -> list[str]:
     """The TV of the last updates against its target, and the return's late change."""
     if not rows:
         return []
-    lines = ["", "## Update size and late change", "",
-             "*TV, last tenth* is the total variation distance per policy update averaged over the "
-             "last tenth of training, *vs target* its excess over the variant's target (eps / 2); "
-             "*peak tenth* is the tenth of training where the mean return curve is highest, *late "
-             "change* each seed's return over the last tenth minus over the tenth where the other "
-             "seeds' mean peaks, averaged over seeds (below zero: the return declined from its "
-             "peak; noise alone averages zero). Training runs from the first env step where every "
-             "curve has a return to the budget. ± is one standard error over seeds.",
-             "", "| env | variant | seeds | TV, last tenth | TV target | vs target | peak tenth (M steps) "
-             "| late change |", "|" + " --- |" * 8]
+    lines = [
+        "",
+        "## Update size and late change",
+        "",
+        "*TV, last tenth* is the total variation distance per policy update averaged over the "
+        "last tenth of training, *vs target* its excess over the variant's target (eps / 2); "
+        "*peak tenth* is the tenth of training where the mean return curve is highest, *late "
+        "change* each seed's return over the last tenth minus over the tenth where the other "
+        "seeds' mean peaks, averaged over seeds (below zero: the return declined from its "
+        "peak; noise alone averages zero). Training runs from the first env step where every "
+        "curve has a return to the budget. ± is one standard error over seeds.",
+        "",
+        "| env | variant | seeds | TV, last tenth | TV target | vs target | peak tenth (M steps) "
+        "| late change |",
+        "|" + " --- |" * 8,
+    ]
     for row in rows:
-        cells = [row.env, row.variant, str(row.seeds), format_return(row.tv_last, row.tv_last_se),
-                 format_return(row.tv_target, math.nan),
-                 _fmt_pct(stats.improvement_pct(row.tv_last, row.tv_target)),
-                 f"{row.peak_start / 1e6:.2g}–{row.peak_end / 1e6:.2g}",
-                 format_return(row.late_change, row.late_change_se)]
+        cells = [
+            row.env,
+            row.variant,
+            str(row.seeds),
+            format_return(row.tv_last, row.tv_last_se),
+            format_return(row.tv_target, math.nan),
+            _fmt_pct(stats.improvement_pct(row.tv_last, row.tv_target)),
+            f"{row.peak_start / 1e6:.2g}–{row.peak_end / 1e6:.2g}",
+            format_return(row.late_change, row.late_change_se),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -213,13 +260,18 @@ def _mean_gain_lines(gains: Sequence[MeanGain], variants: Iterable[str]) -> list
         envs = "" if gain.envs == most else f", {gain.envs} envs"
         return f"{_fmt_pct(gain.mean_pct)} ({gain.above}↑ {gain.below}↓{envs})"
 
-    return ["", "## Across environments", "",
-            "Each cell is the mean over environments of the % by which the row's *avg return* "
-            "exceeds the column's (the paper's \"on average, GePPO improves average performance "
-            f"throughout training by 31%\"), over the {most} environments both have rows in unless "
-            "the cell says fewer; ↑ and ↓ count the environments where the row is above or below "
-            "by more than one standard error of the difference (the rest: no winner). Cells need "
-            "two environments (n/a: fewer).", "",
-            "| variant | " + " | ".join(f"vs {v}" for v in variants) + " |",
-            "|" + " --- |" * (len(variants) + 1),
-            *("| " + " | ".join([v, *(cell(v, w) for w in variants)]) + " |" for v in variants)]
+    return [
+        "",
+        "## Across environments",
+        "",
+        "Each cell is the mean over environments of the % by which the row's *avg return* "
+        "exceeds the column's (the paper's \"on average, GePPO improves average performance "
+        f'throughout training by 31%"), over the {most} environments both have rows in unless '
+        "the cell says fewer; ↑ and ↓ count the environments where the row is above or below "
+        "by more than one standard error of the difference (the rest: no winner). Cells need "
+        "two environments (n/a: fewer).",
+        "",
+        "| variant | " + " | ".join(f"vs {v}" for v in variants) + " |",
+        "|" + " --- |" * (len(variants) + 1),
+        *("| " + " | ".join([v, *(cell(v, w) for w in variants)]) + " |" for v in variants),
+    ]

@@ -103,14 +103,22 @@ def paper_row(row: Row) -> PaperRow | None:
         return None
     paper = PAPER_TABLE1[task]
     geppo = variant == "GePPO"
-    avg, final = ((paper.geppo_avg, paper.geppo_final) if geppo
-                  else (paper.ppo_avg, paper.ppo_final))
+    avg, final = (paper.geppo_avg, paper.geppo_final) if geppo else (paper.ppo_avg, paper.ppo_final)
     return PaperRow(
-        env=row.env, variant=row.variant, seeds=row.seeds, budget=row.budget,
-        avg=row.avg, avg_se=row.avg_se, paper_avg=avg, avg_vs_paper_pct=improvement_pct(row.avg, avg),
+        env=row.env,
+        variant=row.variant,
+        seeds=row.seeds,
+        budget=row.budget,
+        avg=row.avg,
+        avg_se=row.avg_se,
+        paper_avg=avg,
+        avg_vs_paper_pct=improvement_pct(row.avg, avg),
         avg_vs_ppo_pct=row.avg_vs_baseline_pct,
         paper_avg_vs_ppo_pct=paper.avg_pct if geppo else math.nan,
-        final=row.final, final_se=row.final_se, paper_final=final, final_vs_paper_pct=improvement_pct(row.final, final),
+        final=row.final,
+        final_se=row.final_se,
+        paper_final=final,
+        final_vs_paper_pct=improvement_pct(row.final, final),
         final_vs_ppo_pct=row.final_vs_baseline_pct,
         paper_final_vs_ppo_pct=paper.final_pct if geppo else math.nan,
         steps_to_ppo_final=row.steps_to_baseline_final,

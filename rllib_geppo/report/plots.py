@@ -18,8 +18,14 @@ from matplotlib.transforms import offset_copy
 from rllib_geppo.report.stats import Array, Band
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
-_KNOWN_COLORS = {"GePPO": "tab:blue", "PPO": "tab:orange", "PPO-Adapt": "tab:green",
-                 "RLlib PPO": "tab:red", "SB3 PPO": "tab:purple", "GePPO overlapped": "tab:cyan"}
+_KNOWN_COLORS = {
+    "GePPO": "tab:blue",
+    "PPO": "tab:orange",
+    "PPO-Adapt": "tab:green",
+    "RLlib PPO": "tab:red",
+    "SB3 PPO": "tab:purple",
+    "GePPO overlapped": "tab:cyan",
+}
 _SPARE_COLORS = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "gold", "navy")
 _PANELS_PER_ROW = 3
 #: A panel with more legend entries than this keeps its legend below it, off the curves, that
@@ -83,8 +89,9 @@ def _panel_axes(count: int, title: str) -> tuple[Figure, list[Axes]]:
 def _draw_band(ax: Axes, grid: Array, band: Band, color: str, label: str) -> None:
     """Mean curve with half a standard error shaded either side (the paper's convention)."""
     ax.plot(grid, band.mean, color=color, label=f"{label} (n={band.n})")
-    ax.fill_between(grid, band.mean - band.se / 2, band.mean + band.se / 2, color=color, alpha=0.2,
-                    linewidth=0)
+    ax.fill_between(
+        grid, band.mean - band.se / 2, band.mean + band.se / 2, color=color, alpha=0.2, linewidth=0
+    )
 
 
 def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: bool = True) -> None:
@@ -100,8 +107,9 @@ def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: b
         ax.legend(fontsize="small")
     else:  # a study's six variants would cover the curves: below the x label instead
         below = offset_copy(ax.transAxes, fig=ax.figure, y=-_LEGEND_GAP_PT, units="points")
-        ax.legend(fontsize="small", ncols=2, loc="upper center", bbox_to_anchor=(0.5, 0),
-                  bbox_transform=below)
+        ax.legend(
+            fontsize="small", ncols=2, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below
+        )
 
 
 def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
@@ -114,14 +122,26 @@ def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
         for variant, band in panel.bands.items():
             _draw_band(ax, panel.grid, band, colors[variant], variant)
         if isfinite(panel.baseline_final):
-            ax.axhline(panel.baseline_final, color=colors[panel.baseline], linestyle=":",
-                       label=f"{panel.baseline} final")
+            ax.axhline(
+                panel.baseline_final,
+                color=colors[panel.baseline],
+                linestyle=":",
+                label=f"{panel.baseline} final",
+            )
         for variant, step in panel.crossings.items():
             if variant != panel.baseline and isfinite(step):
                 ax.axvline(step, color=colors[variant], linestyle=":")
         for variant, value in panel.paper_finals.items():
-            ax.plot([panel.grid[-1]], [value], marker="*", markersize=11, linestyle="none",
-                    color=colors[variant], markeredgecolor="black", label=f"{variant}: paper final")
+            ax.plot(
+                [panel.grid[-1]],
+                [value],
+                marker="*",
+                markersize=11,
+                linestyle="none",
+                color=colors[variant],
+                markeredgecolor="black",
+                label=f"{variant}: paper final",
+            )
         _finish(ax, panel.env, "episode return")
     return fig
 
@@ -139,8 +159,7 @@ def returns_vs_time_figure(panels: Sequence[TimePanel]) -> Figure:
 
 def tv_figure(panels: Sequence[TVPanel]) -> Figure:
     """TV distance per policy update vs env steps, each variant's target eps/2 dotted."""
-    fig, axes = _panel_axes(len(panels),
-                            "TV distance per policy update (mean over seeds, ±½ s.e.)")
+    fig, axes = _panel_axes(len(panels), "TV distance per policy update (mean over seeds, ±½ s.e.)")
     for ax, panel in zip(axes, panels):
         colors = variant_colors(panel.bands)
         for variant, band in panel.bands.items():

@@ -78,16 +78,18 @@ def _text(value: Any) -> str:
     """A value as the labels show it: strings bare, numbers and lists as JSON (1.0 as 1)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str,
-                                                           separators=(",", ":"))
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    )
     return _ADDRESS.sub("", text)
 
 
 def varied(settings: Sequence[Settings]) -> list[str]:
     """The settings that take more than one value among the trials that record them, sorted."""
     keys = set().union(*(s.values for s in settings))
-    return sorted(key for key in keys
-                  if len({s.get(key) for s in settings} - {None}) > 1)
+    return sorted(key for key in keys if len({s.get(key) for s in settings} - {None}) > 1)
 
 
 def label(base: str, settings: Settings, keys: Sequence[str]) -> str:

@@ -191,8 +191,12 @@ def tenth_edges(grid: Array) -> Array:
 
 def tenths(grid: Array, aligned: Array, edges: Array) -> Array:
     """Each curve's average between consecutive ``edges`` (:func:`tenth_edges`), one row per curve."""
-    return np.array([[window_average(grid, curve, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
-                     for curve in np.atleast_2d(aligned)])
+    return np.array(
+        [
+            [window_average(grid, curve, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+            for curve in np.atleast_2d(aligned)
+        ]
+    )
 
 
 def changes_from_peak(by_tenth: Array) -> Array:
@@ -319,7 +323,9 @@ def compare_variants(
     nan = float("nan")
     base_avg, base_final = avgs.get(baseline, (nan, nan)), finals.get(baseline, (nan, nan))
 
-    def vs_baseline(variant: str, value: tuple[float, float], base: tuple[float, float]) -> tuple[float, float]:
+    def vs_baseline(
+        variant: str, value: tuple[float, float], base: tuple[float, float]
+    ) -> tuple[float, float]:
         """(% improvement, difference in standard errors) over the baseline."""
         if variant == baseline:
             return nan, nan
@@ -335,26 +341,42 @@ def compare_variants(
         to_target = first_crossing(grid, bands[variant].mean, target) if target is not None else nan
         avg_pct, avg_diff_se = vs_baseline(variant, avgs[variant], base_avg)
         final_pct, final_diff_se = vs_baseline(variant, finals[variant], base_final)
-        rows.append(Row(
-            env=env, variant=variant, seeds=bands[variant].n,
-            excluded=(excluded or {}).get(variant, 0), budget=budget,
-            avg=avgs[variant][0], avg_se=avgs[variant][1],
-            final=finals[variant][0], final_se=finals[variant][1],
-            avg_vs_baseline_pct=avg_pct, final_vs_baseline_pct=final_pct,
-            avg_vs_baseline_se=avg_diff_se, final_vs_baseline_se=final_diff_se,
-            steps_to_baseline_final=cross,
-            env_steps_per_s=budget / times[-1],
-            time_to_baseline_final_s=float(np.interp(cross, grid, times)) if np.isfinite(cross)
-            else nan,
-            return_at_time=float(time_bands[variant].mean[-1]) if time_bands else nan,
-            return_at_time_se=float(time_bands[variant].se[-1]) if time_bands else nan,
-            time_budget_s=seconds,
-            target=target if target is not None else nan,
-            steps_to_target=to_target,
-            time_to_target_s=float(np.interp(to_target, grid, times)) if np.isfinite(to_target) else nan,
-        ))
-    return Comparison(grid=grid, bands=bands, time_grid=time_grid, time_bands=time_bands, rows=rows,
-                      trial_avgs=trial_avgs, trial_finals=trial_finals, aligned=returns)
+        rows.append(
+            Row(
+                env=env,
+                variant=variant,
+                seeds=bands[variant].n,
+                excluded=(excluded or {}).get(variant, 0),
+                budget=budget,
+                avg=avgs[variant][0],
+                avg_se=avgs[variant][1],
+                final=finals[variant][0],
+                final_se=finals[variant][1],
+                avg_vs_baseline_pct=avg_pct,
+                final_vs_baseline_pct=final_pct,
+                avg_vs_baseline_se=avg_diff_se,
+                final_vs_baseline_se=final_diff_se,
+                steps_to_baseline_final=cross,
+                env_steps_per_s=budget / times[-1],
+                time_to_baseline_final_s=float(np.interp(cross, grid, times)) if np.isfinite(cross) else nan,
+                return_at_time=float(time_bands[variant].mean[-1]) if time_bands else nan,
+                return_at_time_se=float(time_bands[variant].se[-1]) if time_bands else nan,
+                time_budget_s=seconds,
+                target=target if target is not None else nan,
+                steps_to_target=to_target,
+                time_to_target_s=float(np.interp(to_target, grid, times)) if np.isfinite(to_target) else nan,
+            )
+        )
+    return Comparison(
+        grid=grid,
+        bands=bands,
+        time_grid=time_grid,
+        time_bands=time_bands,
+        rows=rows,
+        trial_avgs=trial_avgs,
+        trial_finals=trial_finals,
+        aligned=returns,
+    )
 
 
 def mean_gains(rows: Sequence[Row]) -> list[MeanGain]:
@@ -369,13 +391,20 @@ def mean_gains(rows: Sequence[Row]) -> list[MeanGain]:
     gains = []
     for variant in variants:
         for versus in (v for v in variants if v != variant):
-            pairs = [(env[variant], env[versus]) for env in by_env.values()
-                     if variant in env and versus in env]
+            pairs = [
+                (env[variant], env[versus]) for env in by_env.values() if variant in env and versus in env
+            ]
             if len(pairs) < 2:
                 continue
             diffs = [difference_in_se((a.avg, a.avg_se), (b.avg, b.avg_se)) for a, b in pairs]
-            gains.append(MeanGain(
-                variant=variant, versus=versus, envs=len(pairs),
-                mean_pct=float(np.mean([improvement_pct(a.avg, b.avg) for a, b in pairs])),
-                above=sum(d > 1 for d in diffs), below=sum(d < -1 for d in diffs)))
+            gains.append(
+                MeanGain(
+                    variant=variant,
+                    versus=versus,
+                    envs=len(pairs),
+                    mean_pct=float(np.mean([improvement_pct(a.avg, b.avg) for a, b in pairs])),
+                    above=sum(d > 1 for d in diffs),
+                    below=sum(d < -1 for d in diffs),
+                )
+            )
     return gains

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +67,13 @@ def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
     found: dict[Path, None] = {}  # ordered set: a folder given twice counts once
     for root in paths:
         if not root.is_dir():
-            raise ReportError(f"{root}: no such directory (expected a Tune results or experiment "
-                              "directory)")
+            raise ReportError(f"{root}: no such directory (expected a Tune results or experiment directory)")
         trials = _walk_trials(root)
         if not trials:
-            raise ReportError(f"{root}: no Tune trial folders found (expected folders holding "
-                              "params.json and result.json, as ray.tune.Tuner writes them)")
+            raise ReportError(
+                f"{root}: no Tune trial folders found (expected folders holding "
+                "params.json and result.json, as ray.tune.Tuner writes them)"
+            )
         found.update((t.resolve(), None) for t in trials)
     return list(found)
 
@@ -86,7 +87,7 @@ def _walk_trials(root: Path) -> list[Path]:
     return sorted(trials)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _experiment_state(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
     """Trial folder name -> Tune's saved trial record (``trainable_name``, ``status``), read from
     the newest ``experiment_state-*.json``; empty when absent or unreadable (copied folders)."""
@@ -171,8 +172,14 @@ def _updates_lagged(results: Sequence[Mapping[str, Any]]) -> bool:
     return False
 
 
-def _problem(trial_dir: Path, status: str | None, params: Mapping[str, Any],
-             results: Sequence[Mapping[str, Any]], returns: Array, return_key: str) -> str | None:
+def _problem(
+    trial_dir: Path,
+    status: str | None,
+    params: Mapping[str, Any],
+    results: Sequence[Mapping[str, Any]],
+    returns: Array,
+    return_key: str,
+) -> str | None:
     """Why the trial cannot be averaged in whatever the budget, or None.
 
     Tune's saved status wins over a leftover ``error.txt``, which stays behind when a retry
@@ -201,7 +208,7 @@ def _read_params(trial_dir: Path) -> dict[str, Any]:
 
 
 def _algorithm(config: Mapping[str, Any]) -> str | None:
-    """"GePPO" for a config holding GePPO's own settings: a copied folder has no Tune record,
+    """ "GePPO" for a config holding GePPO's own settings: a copied folder has no Tune record,
     and ``rllib train file`` names trial folders after their experiment, not the algorithm."""
     return "GePPO" if "sample_reuse" in config else None
 
@@ -225,8 +232,11 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     logged = results[0].get("config") if results else None
     config = {**logged, **params} if isinstance(logged, dict) else params
     algorithm = record.get("trainable_name") or _algorithm(config) or name_parts[0]
-    variant = (name_parts[0] if group_by == "experiment"
-               else variant_name(algorithm, config, overlapped=_updates_lagged(results)))
+    variant = (
+        name_parts[0]
+        if group_by == "experiment"
+        else variant_name(algorithm, config, overlapped=_updates_lagged(results))
+    )
     settings = report_settings.settings_of(logged if isinstance(logged, dict) else {}, params)
     model_config = params.get("_model_config", params.get("model_config", config.get("_model_config")))
     if algorithm == "GePPO" and isinstance(model_config or {}, Mapping):

@@ -28,7 +28,8 @@ def value_function_attributes(module) -> list[str]:
             "optimizer: the value gradient would be clipped with the policy's and trained at the "
             "adaptive policy lr. Fix: implement ray.rllib.core.rl_module.apis.InferenceOnlyAPI "
             "and return the attributes only the value function uses, e.g. ['vf'] "
-            "(docs/your_environment.md).")
+            "(docs/your_environment.md)."
+        )
     return list(names)
 
 

@@ -9,13 +9,14 @@ instead, not in a remote EnvRunner or learner.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.connectors.common.frame_stacking import FrameStacking
 from ray.rllib.connectors.env_to_module import MeanStdFilter
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES
@@ -48,8 +49,10 @@ def module_spaces(config: AlgorithmConfig, pipeline) -> dict[ModuleID, tuple[gym
     (single-agent: the default module's)."""
     if not config.is_multi_agent:
         return {DEFAULT_MODULE_ID: (pipeline.observation_space, pipeline.input_action_space)}
-    return {module_id: (space, pipeline.action_space[module_id])
-            for module_id, space in pipeline.observation_space.spaces.items()}
+    return {
+        module_id: (space, pipeline.action_space[module_id])
+        for module_id, space in pipeline.observation_space.spaces.items()
+    }
 
 
 def env_to_module_pipeline(config: AlgorithmConfig, env: gym.Env | MultiAgentEnv):
@@ -81,10 +84,13 @@ def check_env_to_module_pieces(pieces: list) -> None:
             "them in the environment, with rllib_geppo.StackFrames (the last k observations "
             "concatenated on their last axis: features, or an image's channels), e.g. "
             "tune.register_env('stacked', lambda cfg: StackFrames(gym.make(...), 4)) "
-            "(docs/your_environment.md).")
+            "(docs/your_environment.md)."
+        )
 
 
-def check_module_spaces(config: AlgorithmConfig, env_creator: Callable[[EnvContext], Any]) -> dict[ModuleID, gym.Space]:
+def check_module_spaces(
+    config: AlgorithmConfig, env_creator: Callable[[EnvContext], Any]
+) -> dict[ModuleID, gym.Space]:
     """Build and check every trained module in the driver; returns each one's observation
     space. Raises ValueError naming the environment, the module and the fix."""
     filtered = False  # the EnvRunners' pipeline holds RLlib's MeanStdFilter
@@ -110,20 +116,25 @@ def check_module_spaces(config: AlgorithmConfig, env_creator: Callable[[EnvConte
         return {DEFAULT_MODULE_ID: spaces[DEFAULT_MODULE_ID][0]}
     missing = [module_id for module_id in trained_modules(config) if module_id not in spaces]
     if missing:
-        raise ValueError(f"{config.env!r}: no agent maps to the trained module(s) {missing}; check "
-                         "policy_mapping_fn and policies_to_train.")
+        raise ValueError(
+            f"{config.env!r}: no agent maps to the trained module(s) {missing}; check "
+            "policy_mapping_fn and policies_to_train."
+        )
     specs = config.get_multi_rl_module_spec(spaces=spaces).rl_module_specs
     for module_id in trained_modules(config):
         try:
             module = specs[module_id].build()
             check_trainable(module)
-            normalizes = isinstance(module, GePPOTorchRLModule) and normalizes_observations(module.observation_space)
+            normalizes = isinstance(module, GePPOTorchRLModule) and normalizes_observations(
+                module.observation_space
+            )
             if filtered and normalizes:
                 raise ValueError(
                     "RLlib's MeanStdFilter (observation_filter='MeanStdFilter' in a YAML file, or "
                     "an env_to_module_connector) would normalise observations a second time: "
                     "GePPO's module normalises them itself, with statistics saved in the module, "
-                    "so that the saved module acts on raw observations. Fix: remove the filter.")
+                    "so that the saved module acts on raw observations. Fix: remove the filter."
+                )
         except ValueError as err:
             where = f"module {module_id!r}: " if config.is_multi_agent else ""
             raise ValueError(f"{config.env!r}: {where}{err}") from None
@@ -146,7 +157,8 @@ def check_policy_mapping(config: AlgorithmConfig, env: MultiAgentEnv) -> None:
             raise ValueError(
                 f"{config.env!r}: policy_mapping_fn maps agent {agent!r} to policy {module_id!r}, "
                 f"which is not among the policies {sorted(modules)}. Fix: return one of those "
-                f"from policy_mapping_fn, or add {module_id!r} to .multi_agent(policies=...).")
+                f"from policy_mapping_fn, or add {module_id!r} to .multi_agent(policies=...)."
+            )
 
 
 def check_old_stack_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -154,11 +166,13 @@ def check_old_stack_spaces(observation_space: gym.Space, action_space: gym.Space
     observation and a flat Box or Discrete action (the new API stack takes more)."""
     check_spaces(observation_space, action_space)
     if not normalizes_observations(observation_space) or not isinstance(
-            action_space, (gym.spaces.Box, gym.spaces.Discrete)):
+        action_space, (gym.spaces.Box, gym.spaces.Discrete)
+    ):
         raise ValueError(
             f"GePPO's old API stack takes flat Box observations and flat Box or Discrete actions, "
             f"got {observation_space} and {action_space}. Fix: use RLlib's new API stack (remove "
-            ".api_stack(...)), which also takes images, MultiDiscrete and MultiBinary actions.")
+            ".api_stack(...)), which also takes images, MultiDiscrete and MultiBinary actions."
+        )
 
 
 def check_trainable(module) -> None:
@@ -171,7 +185,8 @@ def check_trainable(module) -> None:
         raise ValueError(
             f"{type(module).__name__} does not implement RLlib's ValueFunctionAPI "
             "(compute_values), which GePPO's V-trace targets need. Fix: implement "
-            "ray.rllib.core.rl_module.apis.ValueFunctionAPI in the module (docs/your_environment.md).")
+            "ray.rllib.core.rl_module.apis.ValueFunctionAPI in the module (docs/your_environment.md)."
+        )
     value_function_attributes(module)
     if module.is_stateful():
         raise ValueError(
@@ -179,4 +194,5 @@ def check_trainable(module) -> None:
             "every stored sample under the current policy one sample at a time, without its "
             "recurrent state or sequence, so it trains feed-forward modules only. Fix: stack "
             "recent observations in the environment instead (rllib_geppo.StackFrames) and use a "
-            "feed-forward module.")
+            "feed-forward module."
+        )

@@ -43,20 +43,32 @@ MIN_STD = 1e-3
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 #: The ``model_config`` keys the module reads (``init_std_multiple`` comes from GePPO's config).
-MODEL_CONFIG_KEYS = ("fcnet_hiddens", "vf_fcnet_hiddens", "fcnet_activation", "conv_filters",
-                     "conv_activation", "init_std_multiple")
+MODEL_CONFIG_KEYS = (
+    "fcnet_hiddens",
+    "vf_fcnet_hiddens",
+    "fcnet_activation",
+    "conv_filters",
+    "conv_activation",
+    "init_std_multiple",
+)
 #: Keys of RLlib's default modules that this module does not read, at the value that describes
 #: it: they may be set to that value (a config copied from PPO), never to another.
-MODEL_CONFIG_AS_BUILT = {"vf_share_layers": False, "head_fcnet_hiddens": [],
-                         "fcnet_use_layernorm": False, "head_fcnet_use_layernorm": False,
-                         "free_log_std": True, "use_lstm": False, "use_attention": False}
+MODEL_CONFIG_AS_BUILT = {
+    "vf_share_layers": False,
+    "head_fcnet_hiddens": [],
+    "fcnet_use_layernorm": False,
+    "head_fcnet_use_layernorm": False,
+    "free_log_std": True,
+    "use_lstm": False,
+    "use_attention": False,
+}
 _WHY_UNREAD = {
     "vf_share_layers": "GePPO keeps separate policy and value networks: the value function "
-                       "trains with its own optimizer and lr (vf_lr), and a shared trunk would "
-                       "train at the policy's adaptive lr too",
+    "trains with its own optimizer and lr (vf_lr), and a shared trunk would "
+    "train at the policy's adaptive lr too",
     "head_fcnet_hiddens": "the module has no head layers: put all hidden layers in fcnet_hiddens",
     "free_log_std": "the policy's log-std is always a free parameter, independent of the state "
-                    "(as in the paper)",
+    "(as in the paper)",
 }
 
 
@@ -71,22 +83,26 @@ def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
             f"GePPO's RLModule takes flat or image observations, got {observation_space}, which "
             "reached the module unflattened. Fix: let GePPO's config add RLlib's FlattenObservations "
             "connector (it does for Dict and Tuple observations), i.e. do not replace the "
-            "env-to-module pipeline; or flatten them in the env (gymnasium.wrappers.FlattenObservation).")
+            "env-to-module pipeline; or flatten them in the env (gymnasium.wrappers.FlattenObservation)."
+        )
     if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) in (1, 3)):
         raise ValueError(
             f"GePPO's RLModule needs a flat Box observation space or an image (height x width x "
             f"channels), got {observation_space}. Fix: reshape or flatten the observations with a "
             "gymnasium wrapper (gymnasium.wrappers.FlattenObservation), or pass your own RLModule "
-            "via .rl_module() (docs/your_environment.md).")
+            "via .rl_module() (docs/your_environment.md)."
+        )
     flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
     flat_multi = isinstance(action_space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) and (
-        len(action_space.shape) == 1)
+        len(action_space.shape) == 1
+    )
     if not (flat_box or flat_multi or isinstance(action_space, gym.spaces.Discrete)):
         raise ValueError(
             f"GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary "
             f"(categorical) action spaces, got {action_space}. Nested (Tuple, Dict) and "
             "multi-dimensional actions are not supported. Fix: wrap the environment to expose one "
-            "of these, e.g. flatten the actions into one Box or one MultiDiscrete.")
+            "of these, e.g. flatten the actions into one Box or one MultiDiscrete."
+        )
     if flat_box:
         _check_action_widths(action_space)
     else:
@@ -99,25 +115,37 @@ def unread_model_config(model_config: Any) -> list[str]:
     :data:`MODEL_CONFIG_AS_BUILT` at its value, and, in RLlib's ``DefaultModelConfig``, fields
     left at their defaults. ``use_lstm`` and ``use_attention`` are the config's to refuse."""
     if dataclasses.is_dataclass(model_config):
-        model_config = {f.name: getattr(model_config, f.name) for f in dataclasses.fields(model_config)
-                        if getattr(model_config, f.name) != _field_default(f)}
+        model_config = {
+            f.name: getattr(model_config, f.name)
+            for f in dataclasses.fields(model_config)
+            if getattr(model_config, f.name) != _field_default(f)
+        }
     problems = []
     for key, value in (model_config or {}).items():
         if key in ("use_lstm", "use_attention"):
             continue
         if key == "fcnet_activation" and value not in _ACTIVATIONS:
-            problems.append(f"model_config['fcnet_activation']={value!r} is not one of GePPO's "
-                            f"module's activations ({', '.join(_ACTIVATIONS)}). Fix: use one of these.")
-        if key in MODEL_CONFIG_KEYS or value is None or (
-                key in MODEL_CONFIG_AS_BUILT and value == MODEL_CONFIG_AS_BUILT[key]):
+            problems.append(
+                f"model_config['fcnet_activation']={value!r} is not one of GePPO's "
+                f"module's activations ({', '.join(_ACTIVATIONS)}). Fix: use one of these."
+            )
+        if (
+            key in MODEL_CONFIG_KEYS
+            or value is None
+            or (key in MODEL_CONFIG_AS_BUILT and value == MODEL_CONFIG_AS_BUILT[key])
+        ):
             continue
         why = _WHY_UNREAD.get(key, "it is not a setting of GePPO's module")
-        fix = (f"leave it out, or set it to {MODEL_CONFIG_AS_BUILT[key]!r}" if key in MODEL_CONFIG_AS_BUILT
-               else "leave it out")
+        fix = (
+            f"leave it out, or set it to {MODEL_CONFIG_AS_BUILT[key]!r}"
+            if key in MODEL_CONFIG_AS_BUILT
+            else "leave it out"
+        )
         problems.append(
             f"model_config[{key!r}]={value!r} would be ignored: {why}. GePPO's RLModule reads "
             f"{', '.join(MODEL_CONFIG_KEYS[:-1])} only. Fix: {fix}; for another architecture, "
-            "pass your own RLModule (.rl_module(rl_module_spec=...), docs/your_environment.md).")
+            "pass your own RLModule (.rl_module(rl_module_spec=...), docs/your_environment.md)."
+        )
     return problems
 
 
@@ -150,7 +178,8 @@ def _check_action_widths(action_space: gym.spaces.Box) -> None:
             f"action dimension {i} of {action_space} has low = {low[i]:g} and high = {high[i]:g}: "
             "a Gaussian policy cannot sample a constant action (its std would be zero and every "
             "log-probability NaN). Fix: wrap the environment with a gymnasium.ActionWrapper that "
-            "drops that dimension from the action space and inserts the constant before env.step.")
+            "drops that dimension from the action space and inserts the constant before env.step."
+        )
 
 
 def _check_categories(action_space: gym.Space) -> None:
@@ -161,14 +190,16 @@ def _check_categories(action_space: gym.Space) -> None:
     if not sizes:
         raise ValueError(
             f"the action space {action_space} has no entries: there is no action to choose. Fix: "
-            "give it at least one entry, e.g. MultiDiscrete([2]) for a choice of two.")
+            "give it at least one entry, e.g. MultiDiscrete([2]) for a choice of two."
+        )
     empty = [i for i, n in enumerate(sizes) if n < 1]
     if empty:
         raise ValueError(
             f"entry {empty[0]} of the action space {action_space} has {sizes[empty[0]]} choices: a "
             "categorical policy cannot choose among none. Fix: give every entry at least one "
             "choice, or drop that entry from the action space (a gymnasium.ActionWrapper that "
-            "passes the environment a fixed value for it).")
+            "passes the environment a fixed value for it)."
+        )
 
 
 def action_units(action_space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:
@@ -251,8 +282,11 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     def _cnn_config(self) -> CNNEncoderConfig:
         shape = list(self.observation_space.shape)
         filters = self.model_config.get("conv_filters") or get_filter_config(shape)
-        return CNNEncoderConfig(input_dims=shape, cnn_filter_specifiers=filters,
-                                cnn_activation=self.model_config.get("conv_activation", "relu"))
+        return CNNEncoderConfig(
+            input_dims=shape,
+            cnn_filter_specifiers=filters,
+            cnn_activation=self.model_config.get("conv_activation", "relu"),
+        )
 
     def _cnn(self) -> nn.Module:
         return self._cnn_config().build(framework="torch")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,12 +28,18 @@ from ray.tune.registry import ENV_CREATOR, _global_registry
 def is_class_path(env: Any) -> bool:
     """Whether ``env`` is a class path ("pkg.envs.MyEnv"): a string with a dot that is neither a
     Tune name nor a gymnasium id (registered, or "module:Id")."""
-    return (isinstance(env, str) and "." in env and ":" not in env and env not in gym.registry
-            and not _global_registry.contains(ENV_CREATOR, env))
+    return (
+        isinstance(env, str)
+        and "." in env
+        and ":" not in env
+        and env not in gym.registry
+        and not _global_registry.contains(ENV_CREATOR, env)
+    )
 
 
-def diagnose_env(env_creator: Callable[[EnvContext], Any], env_config: dict, *, steps: int = 200,
-                 seed: int = 0) -> str | None:
+def diagnose_env(
+    env_creator: Callable[[EnvContext], Any], env_config: dict, *, steps: int = 200, seed: int = 0
+) -> str | None:
     """The first problem of the environment within ``steps`` random steps (exceptions from
     making, resetting or stepping it, gymnasium's checker warnings, and for a multi-agent env a
     reward that is not a number), or None if it runs cleanly."""
@@ -97,8 +103,12 @@ def reward_problem(rewards: Mapping[Any, Any]) -> str | None:
     """What is wrong with a multi-agent step's rewards (agent -> reward): the first agent whose
     reward is not a number (``None``, a string, an array of several values), or None."""
     for agent, reward in rewards.items():
-        if not (isinstance(reward, numbers.Real)
-                or isinstance(reward, np.ndarray) and reward.shape == () and reward.dtype.kind in "biuf"):
+        if not (
+            isinstance(reward, numbers.Real)
+            or isinstance(reward, np.ndarray)
+            and reward.shape == ()
+            and reward.dtype.kind in "biuf"
+        ):
             return f"the reward of agent {agent!r} is {reward!r}, not a number"
     return None
 

@@ -46,8 +46,9 @@ from rllib_geppo.sampling.staggered_starts import FirstEpisodeLimit, first_episo
 logger = logging.getLogger(__name__)
 
 
-def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = False,
-                  generation: tuple[int, int] = (0, 0)) -> tuple[list[int], int]:
+def sampler_seeds(
+    seed: int, sampler: int, num_envs: int, *, evaluation: bool = False, generation: tuple[int, int] = (0, 0)
+) -> tuple[list[int], int]:
     """``(env seeds, action seed)`` of sampler ``sampler`` of a trial with seed ``seed``.
 
     Env seeds are 32-bit (what gymnasium's ``reset(seed=...)`` takes), the action seed 64-bit.
@@ -56,9 +57,13 @@ def sampler_seeds(seed: int, sampler: int, num_envs: int, *, evaluation: bool = 
     """
     role = int(evaluation)
     extra = tuple(generation) if any(generation) else ()
-    env_seeds = [int(np.random.SeedSequence(seed, spawn_key=(role, sampler, i, *extra)).generate_state(1)[0])
-                 for i in range(num_envs)]
-    action_seed = int(np.random.SeedSequence(seed, spawn_key=(role, sampler, *extra)).generate_state(1, np.uint64)[0])
+    env_seeds = [
+        int(np.random.SeedSequence(seed, spawn_key=(role, sampler, i, *extra)).generate_state(1)[0])
+        for i in range(num_envs)
+    ]
+    action_seed = int(
+        np.random.SeedSequence(seed, spawn_key=(role, sampler, *extra)).generate_state(1, np.uint64)[0]
+    )
     return env_seeds, action_seed
 
 
@@ -83,8 +88,10 @@ class ReportsItsFailure:
         try:
             return func(self, *args, **kwargs)
         except Exception:
-            logger.exception("EnvRunner call failed: its error goes to the driver, and this "
-                             "EnvRunner exits at its next call.")
+            logger.exception(
+                "EnvRunner call failed: its error goes to the driver, and this "
+                "EnvRunner exits at its next call."
+            )
             self._failed = True
             raise
 
@@ -113,7 +120,8 @@ class GePPOMultiAgentEnvRunner(ReportsItsFailure, MultiAgentEnvRunner):
                     raise ValueError(
                         f"GePPO's EnvRunner: environment {self.config.env!r}: {problem} "
                         "(RLlib would store 0.0 in its place). Fix the environment: a number for "
-                        "every agent in the reward dict, 0.0 where it earned nothing.")
+                        "every agent in the reward dict, 0.0 where it earned nothing."
+                    )
         return results
 
 
@@ -138,9 +146,13 @@ class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
         """Seed the envs' next reset and the actions from :func:`sampler_seeds`."""
         if self.config.seed is None or self.env is None:
             return
-        env_seeds, action_seed = sampler_seeds(self.config.seed, self.sampler_index, self.num_envs,
-                                               evaluation=self.config.in_evaluation,
-                                               generation=(self._restarts, self._recreations))
+        env_seeds, action_seed = sampler_seeds(
+            self.config.seed,
+            self.sampler_index,
+            self.num_envs,
+            evaluation=self.config.in_evaluation,
+            generation=(self._restarts, self._recreations),
+        )
         self._seed = env_seeds  # RLlib passes it to the vector env's reset after make_env
         torch.manual_seed(action_seed)
         if isinstance(self._module_to_env, FusedModuleToEnvPipeline):
@@ -172,8 +184,7 @@ class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
     def _stagger_starts(self) -> None:
         envs = getattr(self.env.unwrapped, "envs", None)
         if envs is None:  # an AsyncVectorEnv: its sub-envs live in other processes
-            logger.warning("stagger_starts needs gym_env_vectorize_mode='SYNC'; the envs start "
-                           "in phase.")
+            logger.warning("stagger_starts needs gym_env_vectorize_mode='SYNC'; the envs start in phase.")
             return
         time_limit = envs[0].spec.max_episode_steps if envs[0].spec else None
         if not time_limit:
@@ -212,8 +223,9 @@ class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
 
     def _tally_env_steps(self) -> None:
         if self._env_steps_untallied:
-            self.metrics.log_value(ENV_STEP_TIMER, self._env_step_seconds / self._env_steps_untallied,
-                                   reduce="ema")
+            self.metrics.log_value(
+                ENV_STEP_TIMER, self._env_step_seconds / self._env_steps_untallied, reduce="ema"
+            )
             self._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=self._env_steps_untallied)
         self._env_steps_untallied, self._env_step_seconds = 0, 0.0
 
@@ -227,7 +239,8 @@ class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
             raise RuntimeError(
                 f"GePPO's EnvRunner: env.step() failed with {type(error).__name__}: {error}. "
                 "Fix the environment, or set config.fault_tolerance("
-                "restart_failed_sub_environments=True) to recreate the env and go on.") from error
+                "restart_failed_sub_environments=True) to recreate the env and go on."
+            ) from error
         if not isinstance(error, StepFailedRecreateEnvError):
             logger.exception("env.step() failed; recreating the env and resetting its episodes.")
         self.make_env()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -37,8 +37,9 @@ def episode_segment(episode: SingleAgentEpisode) -> Segment:
     )
 
 
-def segments_by_module(episodes: Sequence[SingleAgentEpisode | MultiAgentEpisode], *,
-                       multi_agent: bool) -> dict[str, list[Segment]]:
+def segments_by_module(
+    episodes: Sequence[SingleAgentEpisode | MultiAgentEpisode], *, multi_agent: bool
+) -> dict[str, list[Segment]]:
     """Sampled episode chunks as each module's segments, in sampling order: single-agent chunks
     are the default module's; a multi-agent chunk gives each agent's steps to the module its
     agent maps to (agents sharing a module pool their steps). Chunks without steps are left out."""

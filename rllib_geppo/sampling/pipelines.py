@@ -57,11 +57,21 @@ from ray.rllib.utils.numpy import convert_to_numpy
 
 #: RLlib 2.60's default pieces for a single-agent module, in order: what the fused pipelines fuse
 #: (multi-agent pipelines hold more pieces, so they are never fused).
-DEFAULT_ENV_TO_MODULE = (AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAndZeroPad,
-                         AddStatesFromEpisodesToBatch, BatchIndividualItems, NumpyToTensor)
-DEFAULT_MODULE_TO_ENV = (GetActions, TensorToNumpy, UnBatchToIndividualItems,
-                         RemoveSingleTsTimeRankFromBatch, NormalizeAndClipActions,
-                         ListifyDataForVectorEnv)
+DEFAULT_ENV_TO_MODULE = (
+    AddObservationsFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    AddStatesFromEpisodesToBatch,
+    BatchIndividualItems,
+    NumpyToTensor,
+)
+DEFAULT_MODULE_TO_ENV = (
+    GetActions,
+    TensorToNumpy,
+    UnBatchToIndividualItems,
+    RemoveSingleTsTimeRankFromBatch,
+    NormalizeAndClipActions,
+    ListifyDataForVectorEnv,
+)
 
 #: The Ray release series the pipelines were checked against (version prefix).
 TESTED_RAY_VERSION = "2.60."
@@ -76,8 +86,12 @@ def check_ray_version(version: str) -> bool:
     if version.startswith(TESTED_RAY_VERSION):
         return True
     if not (ray.is_initialized() and ray.get_runtime_context().get_actor_id()):
-        logger.warning("Ray %s is outside the tested %sx: GePPO's EnvRunners use RLlib's own "
-                       "connector pipelines (slower).", version, TESTED_RAY_VERSION)
+        logger.warning(
+            "Ray %s is outside the tested %sx: GePPO's EnvRunners use RLlib's own "
+            "connector pipelines (slower).",
+            version,
+            TESTED_RAY_VERSION,
+        )
     return False
 
 
@@ -90,16 +104,34 @@ class _Untimed:
 
     connectors: list
 
-    def __call__(self, *, rl_module, batch: dict | None = None, episodes, explore=None,
-                 shared_data: dict | None = None, metrics=None, **kwargs) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module,
+        batch: dict | None = None,
+        episodes,
+        explore=None,
+        shared_data: dict | None = None,
+        metrics=None,
+        **kwargs,
+    ) -> dict[str, Any]:
         batch = {} if batch is None else batch
         shared_data = {} if shared_data is None else shared_data
         for connector in self.connectors:
-            batch = connector(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore,
-                              shared_data=shared_data, metrics=metrics, **kwargs)
+            batch = connector(
+                rl_module=rl_module,
+                batch=batch,
+                episodes=episodes,
+                explore=explore,
+                shared_data=shared_data,
+                metrics=metrics,
+                **kwargs,
+            )
             if not isinstance(batch, dict):
-                raise ValueError(f"connector {connector} returned {type(batch).__name__}, not the "
-                                 "batch dict. Fix: return the `batch` argument from its __call__.")
+                raise ValueError(
+                    f"connector {connector} returned {type(batch).__name__}, not the "
+                    "batch dict. Fix: return the `batch` argument from its __call__."
+                )
         return batch
 
 
@@ -138,12 +170,15 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
         self.rng: torch.Generator | None = None
 
     def __call__(self, *, rl_module, batch: dict, episodes, explore=None, **kwargs) -> dict[str, Any]:
-        if (Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch
-                or rl_module.is_stateful()):
-            return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes,
-                                    explore=explore, **kwargs)
-        dist_cls = (rl_module.get_exploration_action_dist_cls() if explore
-                    else rl_module.get_inference_action_dist_cls())
+        if Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch or rl_module.is_stateful():
+            return super().__call__(
+                rl_module=rl_module, batch=batch, episodes=episodes, explore=explore, **kwargs
+            )
+        dist_cls = (
+            rl_module.get_exploration_action_dist_cls()
+            if explore
+            else rl_module.get_inference_action_dist_cls()
+        )
         if explore and dist_cls is TorchDiagGaussian:
             actions, logp = diag_gaussian_sample(batch[Columns.ACTION_DIST_INPUTS], self.rng)
         else:
@@ -177,7 +212,9 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
         return actions.copy()
 
 
-def diag_gaussian_sample(inputs: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+def diag_gaussian_sample(
+    inputs: torch.Tensor, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Actions drawn from ``TorchDiagGaussian.from_logits(inputs)`` and their log-probs.
 
     The same torch ``Normal`` that RLlib's class wraps, so bit-identical to its ``sample()`` and
@@ -208,8 +245,9 @@ def _classes(pipeline: ConnectorPipelineV2) -> tuple[type, ...]:
     return tuple(type(connector) for connector in pipeline.connectors)
 
 
-def lean(pipeline: ConnectorPipelineV2, *, device=None, normalize_actions: bool = False,
-         clip_actions: bool = True) -> ConnectorPipelineV2:
+def lean(
+    pipeline: ConnectorPipelineV2, *, device=None, normalize_actions: bool = False, clip_actions: bool = True
+) -> ConnectorPipelineV2:
     """The fused or untimed pipeline of the same pieces (the same objects) and input spaces.
 
     Args:
@@ -223,9 +261,11 @@ def lean(pipeline: ConnectorPipelineV2, *, device=None, normalize_actions: bool 
     """
     if not LEAN_PIPELINES:
         return pipeline
-    spaces = {"input_observation_space": pipeline.input_observation_space,
-              "input_action_space": pipeline.input_action_space,
-              "connectors": pipeline.connectors}
+    spaces = {
+        "input_observation_space": pipeline.input_observation_space,
+        "input_action_space": pipeline.input_action_space,
+        "connectors": pipeline.connectors,
+    }
     if type(pipeline) is EnvToModulePipeline:
         if _classes(pipeline) == DEFAULT_ENV_TO_MODULE:
             return FusedEnvToModulePipeline(device=device, **spaces)
@@ -243,8 +283,9 @@ def flatten_observations(pipeline: ConnectorPipelineV2, *, multi_agent: bool) ->
     the episodes, which GePPO stores, hold them flat too); unchanged where they all are."""
     agents = _agents_to_flatten(pipeline.input_observation_space, multi_agent)
     if agents != [] and not any(isinstance(piece, FlattenObservations) for piece in pipeline.connectors):
-        pipeline.prepend(FlattenObservations(multi_agent=multi_agent, agent_ids=agents,
-                                             as_learner_connector=False))
+        pipeline.prepend(
+            FlattenObservations(multi_agent=multi_agent, agent_ids=agents, as_learner_connector=False)
+        )
     return pipeline
 
 

@@ -38,13 +38,16 @@ class StackFrames(gym.Wrapper):
         super().__init__(env)
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) not in (1, 3):
-            raise ValueError(f"StackFrames stacks flat Box or image (height x width x channels) "
-                             f"observations, got {space}.")
+            raise ValueError(
+                f"StackFrames stacks flat Box or image (height x width x channels) observations, got {space}."
+            )
         if not isinstance(num_frames, int) or num_frames < 1:
             raise ValueError(f"num_frames must be an integer >= 1, got {num_frames!r}.")
         self.observation_space = gym.spaces.Box(
             np.concatenate([space.low] * num_frames, axis=-1),
-            np.concatenate([space.high] * num_frames, axis=-1), dtype=space.dtype)
+            np.concatenate([space.high] * num_frames, axis=-1),
+            dtype=space.dtype,
+        )
         self._frames: deque[np.ndarray] = deque(maxlen=num_frames)
 
     def reset(self, **kwargs) -> tuple[np.ndarray, dict[str, Any]]:

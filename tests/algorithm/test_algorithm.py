@@ -17,13 +17,13 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.tune.registry import get_trainable_cls
 
-from helpers import METRICS, TUNED_EXAMPLES, check_lr_rule, check_run_metrics
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import lay_out
 from rllib_geppo.sampling.episode_segments import episode_segment
-from envs import TupleActionEnv
 
+from envs import TupleActionEnv
+from helpers import METRICS, TUNED_EXAMPLES, check_lr_rule, check_run_metrics
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
@@ -31,12 +31,18 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
     """The defaults with a small batch and few gradient steps, so a test takes seconds, and
     the paper's synchronous loop (overlapped sampling, the default, is tests/algorithm/test_overlap.py's)."""
-    return (GePPOConfig()
-            .environment(env)
-            .env_runners(num_env_runners=1)
-            .debugging(seed=0)
-            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4,
-                      **{"overlap_sampling": False, **training}))
+    return (
+        GePPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=1)
+        .debugging(seed=0)
+        .training(
+            train_batch_size_per_learner=256,
+            num_epochs=2,
+            num_minibatches=4,
+            **{"overlap_sampling": False, **training},
+        )
+    )
 
 
 def local_learner(algo: GePPO):
@@ -45,12 +51,15 @@ def local_learner(algo: GePPO):
 
 def prepare(algo: GePPO, layout: dict) -> dict:
     """What the local learner's next update would train on (pi_k unchanged), for ``layout``."""
-    return local_learner(algo).prepare_update(DEFAULT_MODULE_ID, layout, algo.stores.update_inputs(DEFAULT_MODULE_ID))
+    return local_learner(algo).prepare_update(
+        DEFAULT_MODULE_ID, layout, algo.stores.update_inputs(DEFAULT_MODULE_ID)
+    )
 
 
 def fresh_layout(algo: GePPO, steps: int) -> dict:
-    episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=steps,
-                                           _uses_new_env_runners=True)
+    episodes = synchronous_parallel_sample(
+        worker_set=algo.env_runner_group, max_env_steps=steps, _uses_new_env_runners=True
+    )
     return lay_out([episode_segment(e) for e in episodes])
 
 
@@ -60,7 +69,9 @@ def test_defaults_are_the_papers():
     assert (config.num_epochs, config.num_minibatches, config.train_batch_size_per_learner) == (10, 32, 1024)
     assert (config.grad_clip, config.use_kl_loss, config.entropy_coeff) == (0.5, False, 0.0)
     assert (config.lr_adapt_factor, config.lr_adapt_min_ratio, config.vtrace_clip) == (0.03, 0.5, 1.0)
-    assert config.model_config["fcnet_hiddens"] == [64, 64] and config.model_config["fcnet_activation"] == "tanh"
+    assert (
+        config.model_config["fcnet_hiddens"] == [64, 64] and config.model_config["fcnet_activation"] == "tanh"
+    )
     np.testing.assert_allclose(config.nu, [0.4, 0.3, 0.2, 0.1], atol=1e-6)
     assert config.clip_eps == pytest.approx(0.1)
     assert config.samples_per_iteration == 1024
@@ -79,23 +90,30 @@ def test_vf_fcnet_hiddens_sizes_the_value_network_alone_on_both_stacks():
 
     def widths(net):
         return [layer.out_features for layer in net if isinstance(layer, torch.nn.Linear)]
+
     for module in (new, old):
         assert widths(module.pi) == [400, 300, 6] and widths(module.vf) == [64, 64, 1]
     same = GePPOTorchRLModule(observation_space=obs, action_space=act, model_config={"fcnet_hiddens": [32]})
     assert widths(same.vf) == [32, 1]  # unset: the policy's sizes
-    unset = GePPOTorchRLModule(observation_space=obs, action_space=act,
-                               model_config={"fcnet_hiddens": None, "vf_fcnet_hiddens": None})
+    unset = GePPOTorchRLModule(
+        observation_space=obs,
+        action_space=act,
+        model_config={"fcnet_hiddens": None, "vf_fcnet_hiddens": None},
+    )
     assert widths(unset.pi) == [64, 64, 6] and widths(unset.vf) == [64, 64, 1]  # None: the default
 
 
-@pytest.mark.parametrize("settings,overlaps", [
-    ({}, True),  # the defaults: one EnvRunner
-    ({"num_env_runners": 0}, False),  # the driver samples and learns: nothing to overlap
-    ({"sample_reuse": False}, False),  # the PPO baseline stays on-policy
-    ({"enable_env_runner_and_connector_v2": False}, False),  # the old API stack
-    ({"num_env_runners": 0, "overlap_sampling": True}, True),
-    ({"overlap_sampling": False}, False),
-])
+@pytest.mark.parametrize(
+    "settings,overlaps",
+    [
+        ({}, True),  # the defaults: one EnvRunner
+        ({"num_env_runners": 0}, False),  # the driver samples and learns: nothing to overlap
+        ({"sample_reuse": False}, False),  # the PPO baseline stays on-policy
+        ({"enable_env_runner_and_connector_v2": False}, False),  # the old API stack
+        ({"num_env_runners": 0, "overlap_sampling": True}, True),
+        ({"overlap_sampling": False}, False),
+    ],
+)
 def test_overlap_sampling_auto_overlaps_where_there_is_something_to_overlap(settings, overlaps):
     config = GePPOConfig().update_from_dict(settings)
     assert config.overlap_sampling == settings.get("overlap_sampling", "auto")
@@ -109,21 +127,28 @@ def test_sample_reuse_false_is_the_ppo_baseline():
     assert config.samples_per_iteration == 2048
 
 
-@pytest.mark.parametrize("setting,value,message", [
-    ("batch_multiple", 0, "`batch_multiple` must be an integer >= 1"),
-    ("max_policies", 1, r"`max_policies` must be an integer >= 2 \(at least batch_multiple\); got 1"),
-    ("policy_weights", "best", "`policy_weights` must be one of"),
-    ("policy_weights", [0.5, 0.6], "policy weights must sum to 1"),
-    ("weights_tradeoff", 1.5, r"`weights_tradeoff` must be in \[0, 1\]; got 1.5"),
-    ("lr", [[0, 1e-3], [1000, 1e-4]], "schedules are not supported"),
-    ("vtrace_clip", 0.0, "`vtrace_clip` must be a finite positive number; got 0.0"),
-    ("lr_adapt_min_ratio", 2.0, r"`lr_adapt_min_ratio` must be in \[0, 1\]"),
-    ("clip_param", 0.0, r"`clip_param` must be in \(0, 1\)"),
-    ("num_minibatches", 0, "`num_minibatches` must be an integer >= 1"),
-    ("train_batch_size_per_learner", 16, r"`train_batch_size_per_learner` must be an integer >= 32 \(at least num_minibatches\)"),
-    ("overlap_sampling", "yes", r"`overlap_sampling` must be one of \(True, False, 'auto'\)"),
-    ("lag_clip_rule", "lemma3", "`lag_clip_rule` must be one of \\('unlagged', 'bound'\\)"),
-])
+@pytest.mark.parametrize(
+    "setting,value,message",
+    [
+        ("batch_multiple", 0, "`batch_multiple` must be an integer >= 1"),
+        ("max_policies", 1, r"`max_policies` must be an integer >= 2 \(at least batch_multiple\); got 1"),
+        ("policy_weights", "best", "`policy_weights` must be one of"),
+        ("policy_weights", [0.5, 0.6], "policy weights must sum to 1"),
+        ("weights_tradeoff", 1.5, r"`weights_tradeoff` must be in \[0, 1\]; got 1.5"),
+        ("lr", [[0, 1e-3], [1000, 1e-4]], "schedules are not supported"),
+        ("vtrace_clip", 0.0, "`vtrace_clip` must be a finite positive number; got 0.0"),
+        ("lr_adapt_min_ratio", 2.0, r"`lr_adapt_min_ratio` must be in \[0, 1\]"),
+        ("clip_param", 0.0, r"`clip_param` must be in \(0, 1\)"),
+        ("num_minibatches", 0, "`num_minibatches` must be an integer >= 1"),
+        (
+            "train_batch_size_per_learner",
+            16,
+            r"`train_batch_size_per_learner` must be an integer >= 32 \(at least num_minibatches\)",
+        ),
+        ("overlap_sampling", "yes", r"`overlap_sampling` must be one of \(True, False, 'auto'\)"),
+        ("lag_clip_rule", "lemma3", "`lag_clip_rule` must be one of \\('unlagged', 'bound'\\)"),
+    ],
+)
 def test_bad_settings_fail_validation_with_the_name(setting, value, message):
     config = GePPOConfig().environment("Pendulum-v1").training(**{setting: value})
     with pytest.raises(ValueError, match=message):
@@ -131,9 +156,12 @@ def test_bad_settings_fail_validation_with_the_name(setting, value, message):
 
 
 def test_multi_agent_on_the_old_stack_is_rejected():
-    config = GePPOConfig().environment("Pendulum-v1").multi_agent(
-        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a").api_stack(
-        enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+    config = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .multi_agent(policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a")
+        .api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+    )
     with pytest.raises(ValueError, match="multi-agent configs on RLlib's new API stack only"):
         config.validate()
 
@@ -193,7 +221,9 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
     restored = GePPO.from_checkpoint(str(tmp_path))
     try:
         assert restored.module_state().policy_lr == algo.module_state().policy_lr
-        assert [b.version for b in restored.module_state().store.batches] == [b.version for b in algo.module_state().store.batches]
+        assert [b.version for b in restored.module_state().store.batches] == [
+            b.version for b in algo.module_state().store.batches
+        ]
         np.testing.assert_allclose(restored.module_state().obs_stats.mean, algo.module_state().obs_stats.mean)
         module = restored.learner_group._learner.module[DEFAULT_MODULE_ID]
         np.testing.assert_allclose(module.obs_mean.numpy(), algo.module_state().obs_stats.mean, rtol=1e-6)
@@ -204,7 +234,12 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
         newest = algo.module_state().store.batches[-1].version
         assert restored.policy_version == algo.policy_version == newest + 1
         restored.train()
-        assert [b.version for b in restored.module_state().store.batches] == [newest - 2, newest - 1, newest, newest + 1]
+        assert [b.version for b in restored.module_state().store.batches] == [
+            newest - 2,
+            newest - 1,
+            newest,
+            newest + 1,
+        ]
         assert restored.module_state().store.ages(restored.policy_version - 1) == [0, 1, 2, 3]
     finally:
         restored.stop()
@@ -214,8 +249,15 @@ def test_saved_module_acts_on_raw_observations_alone(pendulum_run, tmp_path):
     algo, _ = pendulum_run
     algo.save_to_path(str(tmp_path))
     module = RLModule.from_checkpoint(str(tmp_path / "learner_group/learner/rl_module/default_policy"))
-    raw = torch.as_tensor(np.stack([algo.module_state().obs_stats.mean + algo.module_state().obs_stats.std, algo.module_state().obs_stats.mean]),
-                          dtype=torch.float32)
+    raw = torch.as_tensor(
+        np.stack(
+            [
+                algo.module_state().obs_stats.mean + algo.module_state().obs_stats.std,
+                algo.module_state().obs_stats.mean,
+            ]
+        ),
+        dtype=torch.float32,
+    )
     trained = local_learner(algo).module[DEFAULT_MODULE_ID]
     with torch.no_grad():
         ours = module.forward_inference({Columns.OBS: raw})[Columns.ACTION_DIST_INPUTS]
@@ -232,9 +274,12 @@ def test_ppo_baseline_advantages_equal_rllib_gae():
         assert algo.module_state().store.capacity == 1
         # One fragment: RLlib's GAE bootstraps where sampling cut an episode, GePPO's store
         # would join that chunk with its continuation.
-        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=256,
-                                               _uses_new_env_runners=True)
-        algo.stores.add(DEFAULT_MODULE_ID, [episode_segment(e) for e in episodes], iteration=algo.iteration + 1)
+        episodes = synchronous_parallel_sample(
+            worker_set=algo.env_runner_group, max_env_steps=256, _uses_new_env_runners=True
+        )
+        algo.stores.add(
+            DEFAULT_MODULE_ID, [episode_segment(e) for e in episodes], iteration=algo.iteration + 1
+        )
         algo.module_state().return_stats.var = np.array(1.0 - 1e-8)  # reward scale 1, to compare with RLlib
         ours = prepare(algo, algo.module_state().store.update_layout())
         # RLlib's own learner pipeline with its GAE piece, on the same episodes and critic.
@@ -243,12 +288,16 @@ def test_ppo_baseline_advantages_equal_rllib_gae():
         pipeline = algo.config.build_learner_connector(module.observation_space, module.action_space)
         pipeline.prepend(AddOneTsToEpisodesAndTruncate())
         pipeline.append(GeneralAdvantageEstimation(gamma=0.995, lambda_=0.97))
-        theirs = pipeline(rl_module=learner.module, batch={}, episodes=episodes, shared_data={},
-                          metrics=learner.metrics)[DEFAULT_MODULE_ID]
+        theirs = pipeline(
+            rl_module=learner.module, batch={}, episodes=episodes, shared_data={}, metrics=learner.metrics
+        )[DEFAULT_MODULE_ID]
         real = torch.as_tensor(theirs[Columns.LOSS_MASK]).bool()
-        torch.testing.assert_close(ours[C.VALUE_TARGETS],
-                                   torch.as_tensor(theirs[Postprocessing.VALUE_TARGETS])[real],
-                                   atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(
+            ours[C.VALUE_TARGETS],
+            torch.as_tensor(theirs[Postprocessing.VALUE_TARGETS])[real],
+            atol=1e-4,
+            rtol=1e-5,
+        )
     finally:
         algo.stop()
 
@@ -263,8 +312,14 @@ def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned
         assert {key: trial[key] for key in SCALE} == SCALE
     paper = GePPOConfig()
     assert paper.num_epochs * paper.num_minibatches == 320
-    algo = (GePPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1).debugging(seed=0)
-            .training(train_batch_size_per_learner=256, **SCALE).build_algo())
+    algo = (
+        GePPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=256, **SCALE)
+        .build_algo()
+    )
     try:
         results = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(3)]
     finally:
@@ -275,8 +330,11 @@ def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned
 
 
 def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
-    algo = (small_config(reward_scaling="running_return")
-            .env_runners(num_env_runners=1, num_envs_per_env_runner=4)).build_algo()
+    algo = (
+        small_config(reward_scaling="running_return").env_runners(
+            num_env_runners=1, num_envs_per_env_runner=4
+        )
+    ).build_algo()
     try:
         results = [algo.train() for _ in range(3)]
         assert [r["num_env_steps_sampled_lifetime"] for r in results] == [256, 512, 768]
@@ -318,25 +376,36 @@ def test_diag_gaussian_fast_path_is_rllibs_distribution_bit_for_bit():
     assert torch.equal(fast_rng.get_state(), stock_rng.get_state())
 
 
-@pytest.mark.parametrize(("env", "explore", "user_connector"), [
-    ("Pendulum-v1", True, False), ("CartPole-v1", True, False), ("Pendulum-v1", False, False),
-    ("Pendulum-v1", True, True)])
+@pytest.mark.parametrize(
+    ("env", "explore", "user_connector"),
+    [
+        ("Pendulum-v1", True, False),
+        ("CartPole-v1", True, False),
+        ("Pendulum-v1", False, False),
+        ("Pendulum-v1", True, True),
+    ],
+)
 def test_lean_pipelines_sample_what_rllibs_pipelines_sample(env, explore, user_connector):
     """GePPO's EnvRunner pipelines leave out only RLlib's per-piece bookkeeping: the same
     pieces, seed and weights give the same episodes (cut, truncated and terminated ones, over
     two envs; clipped Gaussian and categorical actions; a user's env-to-module connector, run
     untimed), and no connector timer is logged."""
     config = small_config(env).env_runners(
-        num_env_runners=0, num_envs_per_env_runner=2,
-        env_to_module_connector=(lambda env, spaces, device: MeanStdFilter()) if user_connector else None)
+        num_env_runners=0,
+        num_envs_per_env_runner=2,
+        env_to_module_connector=(lambda env, spaces, device: MeanStdFilter()) if user_connector else None,
+    )
     lean_runner = SingleAgentEnvRunner(config=config)
     stock_runner = SingleAgentEnvRunner(config=config)
     stock_runner._env_to_module = PPOConfig.build_env_to_module_connector(
-        config, env=stock_runner.env, spaces=stock_runner.spaces, device=stock_runner._device)
+        config, env=stock_runner.env, spaces=stock_runner.spaces, device=stock_runner._device
+    )
     stock_runner._module_to_env = PPOConfig.build_module_to_env_connector(
-        config, env=stock_runner.env, spaces=stock_runner.spaces)
+        config, env=stock_runner.env, spaces=stock_runner.spaces
+    )
     assert type(lean_runner._env_to_module).__name__ == (
-        "UntimedEnvToModulePipeline" if user_connector else "FusedEnvToModulePipeline")
+        "UntimedEnvToModulePipeline" if user_connector else "FusedEnvToModulePipeline"
+    )
     assert type(lean_runner._module_to_env).__name__ == "FusedModuleToEnvPipeline"
     assert type(stock_runner._env_to_module).__name__ == "EnvToModulePipeline"
     stock_runner.module.load_state_dict(lean_runner.module.state_dict())
@@ -354,8 +423,9 @@ def test_lean_pipelines_sample_what_rllibs_pipelines_sample(env, explore, user_c
         np.testing.assert_array_equal(a.get_rewards(), b.get_rewards())
         assert (a.is_terminated, a.is_truncated) == (b.is_terminated, b.is_truncated)
         for column in (Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS):
-            np.testing.assert_array_equal(a.get_extra_model_outputs(column),
-                                          b.get_extra_model_outputs(column))
+            np.testing.assert_array_equal(
+                a.get_extra_model_outputs(column), b.get_extra_model_outputs(column)
+            )
     for timers in ("env_to_module_connector", "module_to_env_connector"):
         assert timers in stock_metrics and timers not in lean_metrics
     for runner in (lean_runner, stock_runner):

@@ -1,7 +1,6 @@
 """A config that says no: PPO settings GePPO does not use are rejected before Ray starts,
 ``entropy_coeff`` works, and the lean EnvRunner pipelines give way to RLlib's under an untested Ray."""
 
-import inspect
 import logging
 import math
 import subprocess
@@ -20,9 +19,10 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rllib_geppo import GePPOConfig
-from rllib_geppo.sampling import pipelines as env_runner_pipelines
 from rllib_geppo.algorithm import settings as config_module
-from rllib_geppo.algorithm.settings import UNUSED_SETTINGS
+from rllib_geppo.algorithm.settings import GEPPO_SETTINGS, UNUSED_SETTINGS
+from rllib_geppo.sampling import pipelines as env_runner_pipelines
+
 from helpers import DOCS
 
 RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
@@ -39,19 +39,22 @@ def old_stack(config: GePPOConfig) -> GePPOConfig:
 # -- Settings GePPO does not use ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("setting,value,instead", [
-    ("vf_loss_coeff", 0.5, "its own Adam optimizer; set its step size with `vf_lr`"),
-    ("use_kl_loss", True, "no KL penalty"),
-    ("kl_coeff", 0.2, "no KL penalty"),
-    ("kl_target", 0.02, "set by `clip_param`"),
-    ("vf_clip_param", 10.0, "never clips the value loss"),
-    ("use_critic", False, "always learns a value function"),
-    ("use_gae", False, "always V-trace GAE"),
-    ("entropy_coeff_schedule", [[0, 0.01], [1000, 0.0]], "constant `entropy_coeff`"),
-    ("lr_schedule", [[0, 1e-3], [1000, 1e-4]], "`adaptive_lr=False` keeps `lr` fixed"),
-    ("train_batch_size", 2048, "`train_batch_size_per_learner`"),
-    ("optimizer", {"type": "SGD"}, "`lr`, `vf_lr` and `adam_eps`"),
-])
+@pytest.mark.parametrize(
+    "setting,value,instead",
+    [
+        ("vf_loss_coeff", 0.5, "its own Adam optimizer; set its step size with `vf_lr`"),
+        ("use_kl_loss", True, "no KL penalty"),
+        ("kl_coeff", 0.2, "no KL penalty"),
+        ("kl_target", 0.02, "set by `clip_param`"),
+        ("vf_clip_param", 10.0, "never clips the value loss"),
+        ("use_critic", False, "always learns a value function"),
+        ("use_gae", False, "always V-trace GAE"),
+        ("entropy_coeff_schedule", [[0, 0.01], [1000, 0.0]], "constant `entropy_coeff`"),
+        ("lr_schedule", [[0, 1e-3], [1000, 1e-4]], "`adaptive_lr=False` keeps `lr` fixed"),
+        ("train_batch_size", 2048, "`train_batch_size_per_learner`"),
+        ("optimizer", {"type": "SGD"}, "`lr`, `vf_lr` and `adam_eps`"),
+    ],
+)
 @pytest.mark.parametrize("new_stack", [True, False])
 def test_unused_ppo_settings_are_rejected_with_what_to_use_instead(setting, value, instead, new_stack):
     config = pendulum(**{setting: value})
@@ -82,9 +85,15 @@ def test_defaults_and_settings_left_at_them_validate():
 
 def test_evaluation_by_episodes_on_several_envs_warns_once(caplog):
     def evaluated(num_envs: int, **overrides) -> GePPOConfig:
-        return (pendulum().env_runners(num_envs_per_env_runner=num_envs)
-                .evaluation(evaluation_interval=1, evaluation_duration_unit="episodes",
-                            evaluation_config=overrides or None))
+        return (
+            pendulum()
+            .env_runners(num_envs_per_env_runner=num_envs)
+            .evaluation(
+                evaluation_interval=1,
+                evaluation_duration_unit="episodes",
+                evaluation_config=overrides or None,
+            )
+        )
 
     def warnings() -> list[str]:
         return [r.getMessage() for r in caplog.records if r.name == config_module.__name__]
@@ -97,7 +106,8 @@ def test_evaluation_by_episodes_on_several_envs_warns_once(caplog):
         evaluated(4).validate()
         evaluated(4).validate()
     assert [w[:64] for w in warnings()] == [
-        "Evaluation by episodes on 4 envs per EnvRunner keeps the episode"]
+        "Evaluation by episodes on 4 envs per EnvRunner keeps the episode"
+    ]
     assert "evaluation_config={'num_envs_per_env_runner': 1}" in warnings()[0]
 
 
@@ -111,9 +121,14 @@ def test_defaults_sample_on_two_envs_and_evaluate_on_one():
     for config in (merged, tuned):
         evaluation = config.get_evaluation_config_object()
         assert (evaluation.num_envs_per_env_runner, evaluation.explore) == (1, False)
-    assert pendulum().env_runners(num_envs_per_env_runner=8).evaluation(
-        evaluation_config={"num_envs_per_env_runner": 4}).get_evaluation_config_object(
-        ).num_envs_per_env_runner == 4
+    assert (
+        pendulum()
+        .env_runners(num_envs_per_env_runner=8)
+        .evaluation(evaluation_config={"num_envs_per_env_runner": 4})
+        .get_evaluation_config_object()
+        .num_envs_per_env_runner
+        == 4
+    )
 
 
 @pytest.mark.parametrize("value", [-0.01, math.nan, [[0, 0.01], [1000, 0.0]], "0.01"])
@@ -125,35 +140,55 @@ def test_entropy_coeff_must_be_a_non_negative_constant(value):
 def test_rllib_train_file_exits_2_naming_every_refused_setting(tmp_path):
     """A YAML file copied from a PPO experiment: the CLI's own checks and GePPO's, all at once."""
     yaml_file = tmp_path / "kl.yaml"
-    yaml_file.write_text("kl:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
-                         "  config:\n    kl_coeff: 0.2\n    vf_loss_coeff: 0.01\n"
-                         "    model: {vf_share_layers: true}\n"
-                         "    model_config: {vf_share_layers: true}\n")
-    proc = subprocess.run([str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
+    yaml_file.write_text(
+        "kl:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
+        "  config:\n    kl_coeff: 0.2\n    vf_loss_coeff: 0.01\n"
+        "    model: {vf_share_layers: true}\n"
+        "    model_config: {vf_share_layers: true}\n"
+    )
+    proc = subprocess.run(
+        [str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert f"{yaml_file}: experiment 'kl': 4 problems in the config; fix them all:" in proc.stderr
-    for named in ("config key 'model': 'model' configures the old API stack's ModelV2",
-                  "`kl_coeff=0.2`: GePPO does not use `kl_coeff`",
-                  "`vf_loss_coeff=0.01`: GePPO does not use `vf_loss_coeff`",
-                  "model_config['vf_share_layers']=True would be ignored"):
+    for named in (
+        "config key 'model': 'model' configures the old API stack's ModelV2",
+        "`kl_coeff=0.2`: GePPO does not use `kl_coeff`",
+        "`vf_loss_coeff=0.01`: GePPO does not use `vf_loss_coeff`",
+        "model_config['vf_share_layers']=True would be ignored",
+    ):
         assert named in proc.stderr
     assert "To suppress all validation errors" not in proc.stderr
 
 
 def test_a_config_copied_from_ppo_has_every_refused_setting_named_at_once():
     """RLlib's tuned Pendulum PPO with a few more of PPO's settings: one error names each."""
-    config = pendulum(train_batch_size_per_learner=512, minibatch_size=1024, num_epochs=6,
-                      lr=3e-4, lambda_=0.1, vf_clip_param=10.0, vf_loss_coeff=0.01,
-                      kl_coeff=0.2).rl_module(model_config={
-                          "fcnet_activation": "relu", "vf_share_layers": True,
-                          "head_fcnet_hiddens": [32]})
+    config = pendulum(
+        train_batch_size_per_learner=512,
+        minibatch_size=1024,
+        num_epochs=6,
+        lr=3e-4,
+        lambda_=0.1,
+        vf_clip_param=10.0,
+        vf_loss_coeff=0.01,
+        kl_coeff=0.2,
+    ).rl_module(
+        model_config={"fcnet_activation": "relu", "vf_share_layers": True, "head_fcnet_hiddens": [32]}
+    )
     with pytest.raises(ValueError) as err:
         config.validate()
     message = str(err.value)
     assert message.startswith("GePPO cannot run with 5 settings of this config; fix them all:\n")
-    for named in ("`vf_clip_param=10.0`", "`vf_loss_coeff=0.01`", "`kl_coeff=0.2`",
-                  "model_config['vf_share_layers']=True", "model_config['head_fcnet_hiddens']=[32]"):
+    for named in (
+        "`vf_clip_param=10.0`",
+        "`vf_loss_coeff=0.01`",
+        "`kl_coeff=0.2`",
+        "model_config['vf_share_layers']=True",
+        "model_config['head_fcnet_hiddens']=[32]",
+    ):
         assert f"\n  - {named}" in message
     assert "minibatch" not in message  # 1,024 > n = 512, but within the store
 
@@ -168,22 +203,38 @@ def test_minibatches_are_checked_against_the_store_not_the_new_samples():
     assert str(err.value).startswith(
         "`minibatch_size` must be None or at most the samples each learner holds in the full "
         f"store ({batches * 512}: {batches} batches of 512 new samples), from which GePPO draws "
-        f"its minibatches; got {batches * 512 + 1}.")
+        f"its minibatches; got {batches * 512 + 1}."
+    )
     assert "In PPO" not in str(err.value)
 
 
-@pytest.mark.parametrize("model_config, named", [
-    ({"vf_share_layers": True}, "model_config['vf_share_layers']=True would be ignored: GePPO "
-                                "keeps separate policy and value networks"),
-    ({"head_fcnet_hiddens": [32]}, "model_config['head_fcnet_hiddens']=[32] would be ignored: the "
-                                   "module has no head layers: put all hidden layers in fcnet_hiddens"),
-    ({"fcnet_hidden": [32]}, "model_config['fcnet_hidden']=[32] would be ignored: it is not a "
-                             "setting of GePPO's module. GePPO's RLModule reads fcnet_hiddens, "
-                             "vf_fcnet_hiddens, fcnet_activation, conv_filters, conv_activation only. Fix: leave it out"),
-    ({"fcnet_activation": "swish"}, "model_config['fcnet_activation']='swish' is not one of GePPO's "
-                                    "module's activations (tanh, relu, elu, silu)"),
-    (DefaultModelConfig(head_fcnet_hiddens=[32]), "model_config['head_fcnet_hiddens']=[32]"),
-])
+@pytest.mark.parametrize(
+    "model_config, named",
+    [
+        (
+            {"vf_share_layers": True},
+            "model_config['vf_share_layers']=True would be ignored: GePPO "
+            "keeps separate policy and value networks",
+        ),
+        (
+            {"head_fcnet_hiddens": [32]},
+            "model_config['head_fcnet_hiddens']=[32] would be ignored: the "
+            "module has no head layers: put all hidden layers in fcnet_hiddens",
+        ),
+        (
+            {"fcnet_hidden": [32]},
+            "model_config['fcnet_hidden']=[32] would be ignored: it is not a "
+            "setting of GePPO's module. GePPO's RLModule reads fcnet_hiddens, "
+            "vf_fcnet_hiddens, fcnet_activation, conv_filters, conv_activation only. Fix: leave it out",
+        ),
+        (
+            {"fcnet_activation": "swish"},
+            "model_config['fcnet_activation']='swish' is not one of GePPO's "
+            "module's activations (tanh, relu, elu, silu)",
+        ),
+        (DefaultModelConfig(head_fcnet_hiddens=[32]), "model_config['head_fcnet_hiddens']=[32]"),
+    ],
+)
 def test_model_settings_the_module_would_ignore_are_refused_by_name(model_config, named):
     with pytest.raises(ValueError) as err:
         pendulum().rl_module(model_config=model_config).validate()
@@ -193,9 +244,15 @@ def test_model_settings_the_module_would_ignore_are_refused_by_name(model_config
 def test_model_settings_that_describe_the_module_pass():
     """PPO's settings at the values that describe GePPO's module, None (nothing asked), and
     RLlib's DefaultModelConfig with fields left at their defaults."""
-    pendulum().rl_module(model_config={
-        "fcnet_hiddens": [32], "vf_share_layers": False, "head_fcnet_hiddens": [],
-        "free_log_std": True, "fcnet_kernel_initializer": None}).validate()
+    pendulum().rl_module(
+        model_config={
+            "fcnet_hiddens": [32],
+            "vf_share_layers": False,
+            "head_fcnet_hiddens": [],
+            "free_log_std": True,
+            "fcnet_kernel_initializer": None,
+        }
+    ).validate()
     pendulum().rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[32])).validate()
 
 
@@ -203,20 +260,24 @@ def test_each_module_spec_of_geppos_module_is_checked_and_a_users_module_reads_i
     from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 
     def two_policies(specs: dict) -> GePPOConfig:
-        return (pendulum().multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda a, *_: a)
-                .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs)))
+        return (
+            pendulum()
+            .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda a, *_: a)
+            .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        )
 
     shared = {"vf_share_layers": True}
     with pytest.raises(ValueError, match=r"^module 'p0': model_config\['vf_share_layers'\]=True"):
         two_policies({"p0": RLModuleSpec(model_config=shared), "p1": RLModuleSpec()}).validate()
-    two_policies({"p0": RLModuleSpec(module_class=DefaultPPOTorchRLModule, model_config=shared),
-                  "p1": RLModuleSpec()}).validate()
+    two_policies(
+        {"p0": RLModuleSpec(module_class=DefaultPPOTorchRLModule, model_config=shared), "p1": RLModuleSpec()}
+    ).validate()
 
 
 def test_algorithm_page_documents_every_setting():
     """docs/algorithm.md has a row for each of GePPO's own settings and each rejected one."""
     page = (DOCS / "algorithm.md").read_text()
-    own = [p for p in inspect.signature(GePPOConfig.training).parameters if p not in ("self", "kwargs")]
+    own = [setting.name for setting in GEPPO_SETTINGS]
     for setting in [*own, *(name.lstrip("_") for name in UNUSED_SETTINGS), "entropy_coeff"]:
         assert f"| `{setting}`" in page or f", `{setting}`" in page, setting
 
@@ -227,9 +288,14 @@ def test_algorithm_page_documents_every_setting():
 def log_std_after_training(entropy_coeff: float) -> tuple[torch.Tensor, dict]:
     """Pendulum, two small iterations sampled in the driver, fixed seed: the policy's log-std
     parameter and the last learner metrics."""
-    algo = (pendulum(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4,
-                     entropy_coeff=entropy_coeff)
-            .env_runners(num_env_runners=0).debugging(seed=0).build_algo())
+    algo = (
+        pendulum(
+            train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, entropy_coeff=entropy_coeff
+        )
+        .env_runners(num_env_runners=0)
+        .debugging(seed=0)
+        .build_algo()
+    )
     try:
         for _ in range(2):
             result = algo.train()
@@ -255,7 +321,8 @@ def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
     assert not lean and env_runner_pipelines.check_ray_version(ray.__version__)
     assert [r.getMessage() for r in caplog.records] == [
         "Ray 2.61.0 is outside the tested 2.60.x: GePPO's EnvRunners use RLlib's own connector "
-        "pipelines (slower)."]
+        "pipelines (slower)."
+    ]
     monkeypatch.setattr(env_runner_pipelines, "LEAN_PIPELINES", lean)
     runner = SingleAgentEnvRunner(config=pendulum().env_runners(num_env_runners=0).debugging(seed=0))
     try:
@@ -268,11 +335,14 @@ def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
         runner.stop()
 
 
-@pytest.mark.parametrize(("setting", "value", "message"), [
-    ("lr", float("inf"), "`lr` must be a finite positive number"),
-    ("vf_lr", float("nan"), "`vf_lr` must be a finite positive number"),
-    ("lr", [0.1, 0.2], "`lr` must be a finite positive number"),
-])
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("lr", float("inf"), "`lr` must be a finite positive number"),
+        ("vf_lr", float("nan"), "`vf_lr` must be a finite positive number"),
+        ("lr", [0.1, 0.2], "`lr` must be a finite positive number"),
+    ],
+)
 def test_non_finite_or_list_lr_fails_validation(setting, value, message):
     with pytest.raises(ValueError, match=message):
         GePPOConfig().environment("Pendulum-v1").training(**{setting: value}).validate()

@@ -17,7 +17,6 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.tune.registry import register_env
 
-from envs import Fault
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.algorithm.env_runners import EnvRunnerFailedError, EnvRunnerTimeoutError
 from rllib_geppo.algorithm.module_stores import NonFiniteDataError
@@ -25,6 +24,7 @@ from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
 from rllib_geppo.sampling.env_runner import GePPOEnvRunner
 
+from envs import Fault
 
 # The environments below are defined here: ship them to Ray's workers by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -37,9 +37,13 @@ def fault_env(local_ray):
 
 def config(kind: str, at: int, **training) -> GePPOConfig:
     """One env, so the bad step happens once."""
-    return (GePPOConfig().environment("fault-pendulum", env_config={"kind": kind, "at": at})
-            .env_runners(num_env_runners=0, num_envs_per_env_runner=1).debugging(seed=0)
-            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
+    return (
+        GePPOConfig()
+        .environment("fault-pendulum", env_config={"kind": kind, "at": at})
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training)
+    )
 
 
 def finite_everywhere(algo: GePPO) -> None:
@@ -47,7 +51,10 @@ def finite_everywhere(algo: GePPO) -> None:
     for batch in algo.module_state().store.batches:
         for name, column in batch.layout.items():
             assert np.isfinite(column).all() if column.dtype.kind == "f" else True, name
-    assert np.isfinite(algo.module_state().obs_stats.mean).all() and np.isfinite(algo.module_state().obs_stats.var).all()
+    assert (
+        np.isfinite(algo.module_state().obs_stats.mean).all()
+        and np.isfinite(algo.module_state().obs_stats.var).all()
+    )
     assert np.isfinite(algo.module_state().return_stats.var) and np.isfinite(algo.module_state().policy_lr)
     learner = algo.learner_group._learner
     for name, tensor in learner.module[DEFAULT_MODULE_ID].state_dict().items():
@@ -62,9 +69,12 @@ def test_nan_reward_stops_training_and_names_env_column_step_and_episode():
         algo.train()
         algo.train()
         stored, stats = len(algo.module_state().store.batches), algo.module_state().return_stats.get_state()
-        with pytest.raises(NonFiniteDataError, match=r"Environment 'fault-pendulum' returned a "
-                           r"non-finite reward = nan at env step 100 in episode \w+\..*"
-                           r"nonfinite_data='drop'"):
+        with pytest.raises(
+            NonFiniteDataError,
+            match=r"Environment 'fault-pendulum' returned a "
+            r"non-finite reward = nan at env step 100 in episode \w+\..*"
+            r"nonfinite_data='drop'",
+        ):
             algo.train()
         assert len(algo.module_state().store.batches) == stored  # nothing of the bad batch was kept
         assert algo.module_state().return_stats.get_state()["count"] == stats["count"]
@@ -106,13 +116,30 @@ def test_a_non_finite_step_is_skipped_and_leaves_weights_and_adam_unchanged():
     env = gym.make("Pendulum-v1")
     learner = GePPOConfig().environment("Pendulum-v1").build_learner(env=env)
     rng = np.random.default_rng(0)
-    layout = lay_out([Segment(obs=rng.normal(size=(33, 3)), actions=rng.normal(size=(32, 1)),
-                              rewards=rng.normal(size=32), behaviour_logp=rng.normal(size=32) - 1,
-                              versions=np.zeros(32, int), terminated=False)])
+    layout = lay_out(
+        [
+            Segment(
+                obs=rng.normal(size=(33, 3)),
+                actions=rng.normal(size=(32, 1)),
+                rewards=rng.normal(size=32),
+                behaviour_logp=rng.normal(size=32) - 1,
+                versions=np.zeros(32, int),
+                terminated=False,
+            )
+        ]
+    )
     from rllib_geppo.core.update_inputs import UpdateInputs
 
-    inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={0: 1.0}, reward_scale=1.0,
-                          obs_mean=np.zeros(3), obs_std=np.ones(3), minibatches_per_epoch=1, shuffle_seed=0)
+    inputs = UpdateInputs(
+        policy_lr=3e-4,
+        clip_eps=0.1,
+        weights_by_version={0: 1.0},
+        reward_scale=1.0,
+        obs_mean=np.zeros(3),
+        obs_std=np.ones(3),
+        minibatches_per_epoch=1,
+        shuffle_seed=0,
+    )
     data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
     _, finite = learner.minibatch_step(DEFAULT_MODULE_ID, data, 0.1)  # one good step: Adam has state
     assert finite
@@ -135,7 +162,10 @@ def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
     try:
         algo.train()
         lr = algo.module_state().policy_lr
-        weights = {k: v.clone() for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()}
+        weights = {
+            k: v.clone()
+            for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()
+        }
         # Bypass the data check, as a bug upstream of the learner would: every target is NaN.
         bad = dict(algo.module_state().store.batches[-1].layout)
         bad[C.REWARDS] = np.full_like(bad[C.REWARDS], np.nan)
@@ -153,10 +183,12 @@ def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
 
 
 def test_a_crashing_env_runner_is_replaced_and_the_store_is_kept(tmp_path):
-    algo = (config("crash", at=600).environment(env_config={"kind": "crash", "at": 600,
-                                                             "marker": str(tmp_path / "crashed")})
-            .env_runners(num_env_runners=1)
-            .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0)).build_algo()
+    algo = (
+        config("crash", at=600)
+        .environment(env_config={"kind": "crash", "at": 600, "marker": str(tmp_path / "crashed")})
+        .env_runners(num_env_runners=1)
+        .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0)
+    ).build_algo()
     try:
         results = [algo.train() for _ in range(3)]
         assert (tmp_path / "crashed").exists()  # the fault happened in iteration 3
@@ -183,9 +215,11 @@ def test_a_failed_env_step_recreates_the_env_or_names_the_fix(tmp_path):
     """GePPO's EnvRunner handles a failing env.step() as RLlib's does: with
     restart_failed_sub_environments it recreates the env, counts the failure and samples the
     full count afresh; without, the error names the setting."""
+
     def runner(marker: str, restart: bool) -> GePPOEnvRunner:
-        crash = config("crash", at=30).environment(env_config={"kind": "crash", "at": 30,
-                                                                "marker": str(tmp_path / marker)})
+        crash = config("crash", at=30).environment(
+            env_config={"kind": "crash", "at": 30, "marker": str(tmp_path / marker)}
+        )
         return GePPOEnvRunner(config=crash.fault_tolerance(restart_failed_sub_environments=restart))
 
     restarting = runner("a", restart=True)
@@ -235,24 +269,35 @@ class RewardAt(gym.Wrapper):
 def reward_config(value: float, at: int, **training) -> GePPOConfig:
     register_env("reward-pendulum", RewardAt)
     return config("nan_reward", at=10**9, **training).environment(
-        "reward-pendulum", env_config={"at": at, "value": value})
+        "reward-pendulum", env_config={"at": at, "value": value}
+    )
 
 
 def test_restore_in_place_acts_with_the_restored_policy(tmp_path):
     # PBT's exploit step: restore an older state into the live algorithm, then train; from a
     # checkpoint (restore_from_path) and in memory (set_state), evaluation EnvRunners included.
-    algo = (config("nan_reward", at=10**9).env_runners(num_env_runners=1)
-            .evaluation(evaluation_interval=1, evaluation_num_env_runners=1, evaluation_duration=1,
-                        evaluation_duration_unit="episodes")
-            .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
+    algo = (
+        config("nan_reward", at=10**9)
+        .env_runners(num_env_runners=1)
+        .evaluation(
+            evaluation_interval=1,
+            evaluation_num_env_runners=1,
+            evaluation_duration=1,
+            evaluation_duration_unit="episodes",
+        )
+        .training(train_batch_size_per_learner=128, num_epochs=1)
+    ).build_algo()
     module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
 
     def weights_everywhere() -> list[dict]:
         def runner_weights(group) -> list[dict]:
             return group.foreach_env_runner(lambda runner: runner.module.get_state(), local_env_runner=False)
 
-        return [module.get_state(inference_only=True), *runner_weights(algo.env_runner_group),
-                *runner_weights(algo.eval_env_runner_group)]
+        return [
+            module.get_state(inference_only=True),
+            *runner_weights(algo.env_runner_group),
+            *runner_weights(algo.eval_env_runner_group),
+        ]
 
     try:
         for _ in range(3):
@@ -309,8 +354,11 @@ def test_a_huge_finite_reward_gets_one_warning_naming_step_and_episode(caplog):
             results = [algo.train() for _ in range(4)]
         warnings = [r.message for r in caplog.records if "reward scale" in r.message]
         assert len(warnings) == 1, warnings
-        assert re.search(r"iteration 3: .* returned a reward = 1e\+30 at env step 200 in episode \w+, "
-                         r"which changes the reward scale .* times", warnings[0]), warnings[0]
+        assert re.search(
+            r"iteration 3: .* returned a reward = 1e\+30 at env step 200 in episode \w+, "
+            r"which changes the reward scale .* times",
+            warnings[0],
+        ), warnings[0]
         scales = [r["learners"][DEFAULT_MODULE_ID]["reward_scale"] for r in results]
         assert scales[1] < 1e3 < 1e25 < scales[3]  # the scale stays huge: documented in bad_input.md
         finite_everywhere(algo)
@@ -321,8 +369,11 @@ def test_a_huge_finite_reward_gets_one_warning_naming_step_and_episode(caplog):
 def test_a_lost_batch_is_resampled_before_the_update(caplog):
     # Overlapped sampling; iteration 3's only chunk holds a NaN and is dropped: the next update
     # waits for a new batch instead of running at lag 2.
-    algo = (config("nan_reward", at=300, nonfinite_data="drop").env_runners(num_env_runners=1)
-            .training(train_batch_size_per_learner=128, num_epochs=1)).build_algo()
+    algo = (
+        config("nan_reward", at=300, nonfinite_data="drop")
+        .env_runners(num_env_runners=1)
+        .training(train_batch_size_per_learner=128, num_epochs=1)
+    ).build_algo()
     try:
         results = [algo.train() for _ in range(6)]
         learners = [r["learners"][DEFAULT_MODULE_ID] for r in results]
@@ -336,15 +387,20 @@ def test_a_lost_batch_is_resampled_before_the_update(caplog):
 def test_env_runners_that_never_come_back_stop_the_run_after_the_restore_timeout(tmp_path):
     """The restarted EnvRunner's constructor fails: RLlib's health checks then fail without a
     log line, so no sample reports an error; the restore timeout stops the run."""
-    algo = (config("gone", at=300).environment(env_config={"kind": "gone", "at": 300,
-                                                            "marker": str(tmp_path / "gone")})
-            .env_runners(num_env_runners=1).training(overlap_sampling=False)
-            .fault_tolerance(delay_between_env_runner_restarts_s=0, env_runner_restore_timeout_s=3)
-            ).build_algo()
+    algo = (
+        config("gone", at=300)
+        .environment(env_config={"kind": "gone", "at": 300, "marker": str(tmp_path / "gone")})
+        .env_runners(num_env_runners=1)
+        .training(overlap_sampling=False)
+        .fault_tolerance(delay_between_env_runner_restarts_s=0, env_runner_restore_timeout_s=3)
+    ).build_algo()
     try:
         deadline = time.monotonic() + 120  # a bound on the test, not the behaviour under test
-        with pytest.raises(EnvRunnerFailedError, match=r"no env step for \d+ s, and no EnvRunner "
-                           r"reported an error.*env_runner_restore_timeout_s"):
+        with pytest.raises(
+            EnvRunnerFailedError,
+            match=r"no env step for \d+ s, and no EnvRunner "
+            r"reported an error.*env_runner_restore_timeout_s",
+        ):
             while time.monotonic() < deadline:
                 algo.train()
         assert (tmp_path / "gone").exists()
@@ -353,11 +409,17 @@ def test_env_runners_that_never_come_back_stop_the_run_after_the_restore_timeout
 
 
 def test_an_env_that_blocks_fails_the_run_instead_of_hanging():
-    algo = (config("block", at=100).env_runners(num_env_runners=1, sample_timeout_s=3)
-            .training(overlap_sampling=False)).build_algo()
+    algo = (
+        config("block", at=100)
+        .env_runners(num_env_runners=1, sample_timeout_s=3)
+        .training(overlap_sampling=False)
+    ).build_algo()
     try:
-        with pytest.raises(EnvRunnerTimeoutError, match=r"1 of 2 EnvRunners did not take the new "
-                           r"weights within 3 s \(sample_timeout_s\).*'fault-pendulum' may block"):
+        with pytest.raises(
+            EnvRunnerTimeoutError,
+            match=r"1 of 2 EnvRunners did not take the new "
+            r"weights within 3 s \(sample_timeout_s\).*'fault-pendulum' may block",
+        ):
             algo.train()
     finally:
         algo.stop()  # returns: the blocked EnvRunner was killed
@@ -367,13 +429,19 @@ def test_a_failed_env_runner_reports_its_error_at_once_not_a_timeout():
     """RLlib's EnvRunner sleeps delay_between_env_runner_restarts_s after an error before it
     exits, so a shorter sample_timeout_s timed out on it as on an env that blocks; GePPO's
     returns its error at once, and exits at its next call (stop, here, without the delay)."""
-    algo = (config("broken", at=1).env_runners(num_env_runners=1, sample_timeout_s=10)
-            .fault_tolerance(delay_between_env_runner_restarts_s=60)
-            .training(overlap_sampling=False, max_failed_samples_in_a_row=1)).build_algo()
+    algo = (
+        config("broken", at=1)
+        .env_runners(num_env_runners=1, sample_timeout_s=10)
+        .fault_tolerance(delay_between_env_runner_restarts_s=60)
+        .training(overlap_sampling=False, max_failed_samples_in_a_row=1)
+    ).build_algo()
     try:
-        with pytest.raises(EnvRunnerFailedError, match=r"^iteration 1: .* The last EnvRunner error: "
-                           r"RuntimeError: GePPO's EnvRunner: env\.step\(\) failed with RuntimeError: "
-                           r"the simulator is broken\. .*shows the problem: step\(\) raised"):
+        with pytest.raises(
+            EnvRunnerFailedError,
+            match=r"^iteration 1: .* The last EnvRunner error: "
+            r"RuntimeError: GePPO's EnvRunner: env\.step\(\) failed with RuntimeError: "
+            r"the simulator is broken\. .*shows the problem: step\(\) raised",
+        ):
             algo.train()
     finally:
         algo.stop()
@@ -384,23 +452,38 @@ def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
 
     frames = '  File "geppo.py", line 9, in train\n    raise Error(\n    ^^^^^\n'
     (tmp_path / "error.txt").write_text(
-        "Failure # 1 (occurred at 2026-01-01_00-00-00)\nray::GePPO.train() (pid=1)\n" + frames
+        "Failure # 1 (occurred at 2026-01-01_00-00-00)\nray::GePPO.train() (pid=1)\n"
+        + frames
         + "ValueError: the first failure\nFailure # 2 (occurred at 2026-01-01_00-01-00)\n"
-        "ray::GePPO.train() (pid=2)\n" + frames + "The above exception was the direct cause of:\n\n"
-        + frames + "KeyError: " + "x" * 400 + "\nits second line\n")
+        "ray::GePPO.train() (pid=2)\n"
+        + frames
+        + "The above exception was the direct cause of:\n\n"
+        + frames
+        + "KeyError: "
+        + "x" * 400
+        + "\nits second line\n"
+    )
     assert error_message(tmp_path / "missing.txt", tmp_path / "error.txt") == "KeyError: " + "x" * 400
-    (tmp_path / "died.txt").write_text("Failure # 1 (occurred at 2026)\nThe actor died unexpectedly.\n\tpid: 3\n")
+    (tmp_path / "died.txt").write_text(
+        "Failure # 1 (occurred at 2026)\nThe actor died unexpectedly.\n\tpid: 3\n"
+    )
     assert error_message(tmp_path / "died.txt") == "The actor died unexpectedly."
 
 
 def test_an_env_that_fails_at_every_step_stops_the_run_with_its_error():
-    algo = (config("broken", at=1).env_runners(num_env_runners=1)
-            .fault_tolerance(delay_between_env_runner_restarts_s=0)
-            .training(max_failed_samples_in_a_row=2)).build_algo()
+    algo = (
+        config("broken", at=1)
+        .env_runners(num_env_runners=1)
+        .fault_tolerance(delay_between_env_runner_restarts_s=0)
+        .training(max_failed_samples_in_a_row=2)
+    ).build_algo()
     try:
-        with pytest.raises(EnvRunnerFailedError, match="2 samples in a row failed with no env step.*"
-                           "shows the problem: step\\(\\) raised RuntimeError: the simulator is "
-                           "broken \\(at step 1\\)"):
+        with pytest.raises(
+            EnvRunnerFailedError,
+            match="2 samples in a row failed with no env step.*"
+            "shows the problem: step\\(\\) raised RuntimeError: the simulator is "
+            "broken \\(at step 1\\)",
+        ):
             deadline = time.monotonic() + 300  # a bound on the test (restarts take seconds each)
             while time.monotonic() < deadline:
                 algo.train()

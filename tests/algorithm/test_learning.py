@@ -8,13 +8,17 @@ import pytest
 
 from rllib_geppo import GePPOConfig
 
-
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def test_cartpole_return_improves():
-    config = (GePPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1)
-              .debugging(seed=0).training(train_batch_size_per_learner=512))
+    config = (
+        GePPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=512)
+    )
     algo = config.build_algo()
     try:
         returns = [algo.train()["env_runners"]["episode_return_mean"] for _ in range(12)]

@@ -16,10 +16,12 @@ from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.rllib.examples.envs.classes.multi_agent.tic_tac_toe import TicTacToe
 
 from rllib_geppo import GePPO, GePPOConfig
-MAX_SAMPLE_LAG = GePPOConfig().max_sample_lag
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.learner.learner import OPTIMIZER
+
 from helpers import TUNED_EXAMPLES
+
+MAX_SAMPLE_LAG = GePPOConfig().max_sample_lag
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners call its mappings
 
@@ -29,13 +31,14 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 def cartpoles(policies: set[str], mapping, **training) -> GePPOConfig:
     """Two CartPoles, one per agent, on one EnvRunner; small iterations."""
-    return (GePPOConfig()
-            .environment(MultiAgentCartPole, env_config={"num_agents": 2})
-            .multi_agent(policies=policies, policy_mapping_fn=mapping)
-            .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
-            .debugging(seed=0)
-            .training(**{"train_batch_size_per_learner": 256, "num_epochs": 2, "num_minibatches": 4,
-                         **training}))
+    return (
+        GePPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(policies=policies, policy_mapping_fn=mapping)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .training(**{"train_batch_size_per_learner": 256, "num_epochs": 2, "num_minibatches": 4, **training})
+    )
 
 
 def one_per_agent(agent_id, episode, **kwargs):
@@ -119,12 +122,17 @@ def test_each_module_keeps_its_own_store_weights_statistics_and_lr(tmp_path):
         for module_id in ("p0", "p1"):
             learner = result["learners"][module_id]
             assert math.isfinite(learner["tv"]) and learner["num_policies"] == 2
-            assert learner["policy_lr"] == pytest.approx(algo.module_state(module_id).policy_lr / 1.03, rel=0.04)
+            assert learner["policy_lr"] == pytest.approx(
+                algo.module_state(module_id).policy_lr / 1.03, rel=0.04
+            )
 
         # The lr rule runs per module: an lr set on one reaches only its optimizer.
         p0.policy_lr = 1e-5
         algo.train()
-        lrs = {m: algo.learner_group._learner.get_optimizer(m, OPTIMIZER).param_groups[0]["lr"] for m in ("p0", "p1")}
+        lrs = {
+            m: algo.learner_group._learner.get_optimizer(m, OPTIMIZER).param_groups[0]["lr"]
+            for m in ("p0", "p1")
+        }
         assert lrs["p0"] == pytest.approx(1e-5) and lrs["p1"] > 1e-4
 
         # Checkpoints hold every module's state.
@@ -173,11 +181,15 @@ def test_only_the_policies_to_train_learn():
 
 
 def test_turn_based_agents_store_only_their_own_moves():
-    algo = (GePPOConfig().environment(TicTacToe)
-            .multi_agent(policies={"player1", "player2"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
-            .env_runners(num_env_runners=1, num_envs_per_env_runner=1).debugging(seed=0)
-            .training(train_batch_size_per_learner=128, num_epochs=1, num_minibatches=2)
-            .build_algo())
+    algo = (
+        GePPOConfig()
+        .environment(TicTacToe)
+        .multi_agent(policies={"player1", "player2"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=128, num_epochs=1, num_minibatches=2)
+        .build_algo()
+    )
     try:
         for _ in range(2):
             result = algo.train()
@@ -196,17 +208,24 @@ def test_turn_based_agents_store_only_their_own_moves():
 
 
 def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updates():
-    algo = (GePPOConfig().environment(RareAgentEnv)
-            .multi_agent(policies={"often", "rare"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
-            .env_runners(num_env_runners=1, num_envs_per_env_runner=1).debugging(seed=0)
-            .training(train_batch_size_per_learner=64, num_epochs=1, num_minibatches=1)
-            .build_algo())
+    algo = (
+        GePPOConfig()
+        .environment(RareAgentEnv)
+        .multi_agent(policies={"often", "rare"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=64, num_epochs=1, num_minibatches=1)
+        .build_algo()
+    )
     try:
         rare = algo.module_state("rare")
         waited = 0
         for _ in range(14):  # batches of the rare agent's carried-over move alone come up
-            before = (rare.version, list(map(id, rare.store.batches)),
-                      rare.store.batches and algo.stores.sample_lag("rare"))
+            before = (
+                rare.version,
+                list(map(id, rare.store.batches)),
+                rare.store.batches and algo.stores.sample_lag("rare"),
+            )
             algo.train()
             if not rare.store.batches:  # its first move still hangs
                 continue
@@ -227,8 +246,11 @@ def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updat
 @pytest.mark.parametrize("num_env_runners", [0, 1])
 def test_a_mapping_to_an_unknown_policy_is_named_at_build(num_env_runners):
     config = cartpoles({"p0", "p1"}, lambda agent_id, episode, **kwargs: f"p{agent_id + 1}")
-    with pytest.raises(ValueError, match=r"policy_mapping_fn maps agent 1 to policy 'p2', which is "
-                       r"not among the policies \['p0', 'p1'\]\. Fix: return one of those") as failure:
+    with pytest.raises(
+        ValueError,
+        match=r"policy_mapping_fn maps agent 1 to policy 'p2', which is "
+        r"not among the policies \['p0', 'p1'\]\. Fix: return one of those",
+    ) as failure:
         config.env_runners(num_env_runners=num_env_runners).build_algo()
     assert not [entry for entry in failure.traceback if "env_runner" in str(entry.path)]
 
@@ -237,11 +259,18 @@ def test_a_none_reward_is_named_not_stored_as_zero():
     from rllib_geppo.sampling.env_checks import diagnose_env
 
     assert diagnose_env(NoneReward, {}) == "step(): the reward of agent 1 is None, not a number (at step 5)"
-    algo = (cartpoles({"p0", "p1"}, one_per_agent).environment(NoneReward)
-            .env_runners(num_env_runners=0).build_algo())
+    algo = (
+        cartpoles({"p0", "p1"}, one_per_agent)
+        .environment(NoneReward)
+        .env_runners(num_env_runners=0)
+        .build_algo()
+    )
     try:
-        with pytest.raises(ValueError, match=r"NoneReward'>: the reward of agent 1 is None, not a "
-                           r"number \(RLlib would store 0\.0 in its place\)\. Fix the environment"):
+        with pytest.raises(
+            ValueError,
+            match=r"NoneReward'>: the reward of agent 1 is None, not a "
+            r"number \(RLlib would store 0\.0 in its place\)\. Fix the environment",
+        ):
             algo.train()
         assert not algo.module_state("p1").store.batches
     finally:
@@ -249,8 +278,9 @@ def test_a_none_reward_is_named_not_stored_as_zero():
 
 
 def test_two_independent_cartpole_policies_learn():
-    algo = cartpoles({"p0", "p1"}, one_per_agent, train_batch_size_per_learner=512,
-                     num_epochs=10, num_minibatches=32).build_algo()
+    algo = cartpoles(
+        {"p0", "p1"}, one_per_agent, train_batch_size_per_learner=512, num_epochs=10, num_minibatches=32
+    ).build_algo()
     try:
         returns = [algo.train()["env_runners"]["episode_return_mean"] for _ in range(12)]
     finally:

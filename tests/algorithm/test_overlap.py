@@ -19,8 +19,12 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 def overlapped() -> GePPOConfig:
     """GePPO's defaults (one EnvRunner, so sampling overlaps), small."""
-    return (GePPOConfig().environment("Pendulum-v1").debugging(seed=0)
-            .training(train_batch_size_per_learner=N, num_epochs=2, num_minibatches=4))
+    return (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=N, num_epochs=2, num_minibatches=4)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +37,13 @@ def run():
     def recording_sync():
         sync()
         learner = algo.learner_group._learner
-        states[algo.policy_version] = {k: v.clone() for k, v in learner.module[DEFAULT_MODULE_ID].state_dict().items()}
+        states[algo.policy_version] = {
+            k: v.clone() for k, v in learner.module[DEFAULT_MODULE_ID].state_dict().items()
+        }
 
-    states[0] = {k: v.clone() for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()}
+    states[0] = {
+        k: v.clone() for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()
+    }
     algo._sync_env_runner_weights = recording_sync
     results = [algo.train() for _ in range(6)]
     yield algo, results, states
@@ -55,7 +63,9 @@ def test_every_sample_is_tagged_with_the_policy_that_collected_it(run):
                 inputs = module.forward_inference({Columns.OBS: torch.as_tensor(layout[C.OBS][real])})
                 dist = module.get_train_action_dist_cls().from_logits(inputs[Columns.ACTION_DIST_INPUTS])
                 logp = dist.logp(torch.as_tensor(layout[C.ACTIONS][real]))
-            torch.testing.assert_close(logp, torch.as_tensor(layout[C.BEHAVIOUR_LOGP][real]), atol=2e-5, rtol=0)
+            torch.testing.assert_close(
+                logp, torch.as_tensor(layout[C.BEHAVIOUR_LOGP][real]), atol=2e-5, rtol=0
+            )
     finally:
         module.load_state_dict(current)
 
@@ -72,7 +82,9 @@ def test_weights_follow_the_lag_and_the_clip_range_stays_synchronous_geppos(run)
     k = algo.policy_version
     expected = {k - 1 - age: 4 * nu for age, nu in enumerate([0.4, 0.3, 0.2, 0.1])}
     assert weights == pytest.approx(expected)
-    np.testing.assert_allclose(algo.stores.lagged_nu(DEFAULT_MODULE_ID), with_lag([0.4, 0.3, 0.2, 0.1], 1), atol=1e-6)
+    np.testing.assert_allclose(
+        algo.stores.lagged_nu(DEFAULT_MODULE_ID), with_lag([0.4, 0.3, 0.2, 0.1], 1), atol=1e-6
+    )
 
 
 def test_the_bound_rule_shrinks_the_clip_range_by_the_lag():
@@ -105,7 +117,12 @@ def test_checkpoint_restores_with_nothing_lost_or_duplicated(run, tmp_path):
             assert ours.version == theirs.version
             np.testing.assert_array_equal(ours.layout[C.OBS], theirs.layout[C.OBS])
         result = restored.train()
-        assert [b.version for b in restored.module_state().store.batches] == [3, 4, 5, 6]  # exactly one new batch
+        assert [b.version for b in restored.module_state().store.batches] == [
+            3,
+            4,
+            5,
+            6,
+        ]  # exactly one new batch
         assert result["num_env_steps_sampled_lifetime"] == results[-1]["num_env_steps_sampled_lifetime"] + N
         assert result["learners"][DEFAULT_MODULE_ID]["sample_lag"] == 1
     finally:

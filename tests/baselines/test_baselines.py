@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
-from rllib_geppo.report import main as report
 from rllib_geppo.cli.main import main
+from rllib_geppo.report import main as report
 
 pytestmark = pytest.mark.usefixtures("no_ray")  # main() starts and stops its own Ray
 
@@ -51,13 +51,19 @@ def test_defaults_are_the_papers_ppo():
     assert settings.normalize_observations and settings.normalize_rewards
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"lr": -1.0}, "`lr` must be a finite positive number"),
-    ({"train_batch_size": 100, "num_envs_per_env_runner": 3}, "`train_batch_size` must be a multiple"),
-    ({"minibatch_size": 4096}, r"`minibatch_size` must be an integer in \[2, train_batch_size"),
-    ({"model_config": {"fcnet_activation": "swish"}}, r"the activation one of \[.elu., .relu., .silu., .tanh.\]"),
-    ({"vf_lr": 1e-3}, "not a setting of SB3PPO: vf_lr"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"lr": -1.0}, "`lr` must be a finite positive number"),
+        ({"train_batch_size": 100, "num_envs_per_env_runner": 3}, "`train_batch_size` must be a multiple"),
+        ({"minibatch_size": 4096}, r"`minibatch_size` must be an integer in \[2, train_batch_size"),
+        (
+            {"model_config": {"fcnet_activation": "swish"}},
+            r"the activation one of \[.elu., .relu., .silu., .tanh.\]",
+        ),
+        ({"vf_lr": 1e-3}, "not a setting of SB3PPO: vf_lr"),
+    ],
+)
 def test_bad_settings_name_the_key(config, message):
     with pytest.raises(ValueError, match=message):
         SB3PPOSettings.from_config({"env": "Hopper-v5", **config})
@@ -97,7 +103,11 @@ raise SystemExit(main(["train", "file", sys.argv[1], "--dry-run"]))
 
 
 def test_missing_sb3_says_how_to_install_it(tmp_path):
-    out = subprocess.run([sys.executable, "-c", MISSING_SB3, str(write(tmp_path, RUN))],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", MISSING_SB3, str(write(tmp_path, RUN))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr
     assert "needs Stable-Baselines3: pip install -e '.[baselines]' from a checkout" in out.stderr

@@ -13,22 +13,35 @@ import pytest
 import ray
 from ray.tune.registry import register_env
 
-from envs import Fault
 from rllib_geppo.cli.main import main
+
+from envs import Fault
 
 
 def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(local_ray, tmp_path):
     """`--address`: a trial's request against the joined cluster (the session's Ray)."""
     cpus, gpus = (int(ray.cluster_resources().get(kind, 0)) for kind in ("CPU", "GPU"))
     path = tmp_path / "big.yaml"
-    path.write_text("big:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
-                    f"  config: {{num_env_runners: {cpus}, num_learners: {gpus + 1}, "
-                    "num_gpus_per_learner: 1}\n")
+    path.write_text(
+        "big:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
+        f"  config: {{num_env_runners: {cpus}, num_learners: {gpus + 1}, "
+        "num_gpus_per_learner: 1}\n"
+    )
     address = ray.get_runtime_context().gcs_address
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("rllib")), "train", "file", str(path),
-         "--address", address, "--storage-path", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).with_name("rllib")),
+            "train",
+            "file",
+            str(path),
+            "--address",
+            address,
+            "--storage-path",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
@@ -42,16 +55,22 @@ def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(local
     assert not (tmp_path / "r").exists()  # nothing queued
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("num_env_runners=-1", "config key 'num_env_runners': expected an integer >= 0"),
-    ("lr=.inf", "config key 'lr': expected a finite positive number, or a schedule"),
-    ("vf_lr=-1", "`vf_lr` must be a finite positive number; got -1"),
-    ("seed=0.5", "config key 'seed': expected None or an integer >= 0"),
-    ("lr=[0.1,0.2]", "config key 'lr': expected a finite positive number, or a schedule"),
-    ("model_config.fcnet_hiddens=[64,wide]", "config key 'model_config': expected a mapping whose fcnet_hiddens"),
-    ("model_config.vf_fcnet_hiddens=[0]", "fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes"),
-    ("policy_weights=[a,b]", "policy weights must be a list of numbers"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("num_env_runners=-1", "config key 'num_env_runners': expected an integer >= 0"),
+        ("lr=.inf", "config key 'lr': expected a finite positive number, or a schedule"),
+        ("vf_lr=-1", "`vf_lr` must be a finite positive number; got -1"),
+        ("seed=0.5", "config key 'seed': expected None or an integer >= 0"),
+        ("lr=[0.1,0.2]", "config key 'lr': expected a finite positive number, or a schedule"),
+        (
+            "model_config.fcnet_hiddens=[64,wide]",
+            "config key 'model_config': expected a mapping whose fcnet_hiddens",
+        ),
+        ("model_config.vf_fcnet_hiddens=[0]", "fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes"),
+        ("policy_weights=[a,b]", "policy weights must be a list of numbers"),
+    ],
+)
 def test_cli_names_the_key_and_the_fix_before_ray_starts(override, message, capsys):
     assert main(["train", "file", "tuned_examples/geppo_pendulum.yaml", "--dry-run", "-c", override]) == 2
     err = capsys.readouterr().err
@@ -64,7 +83,9 @@ def test_cli_rejects_binary_files_and_directories(tmp_path, capsys):
     assert main(["train", "file", str(binary), "--dry-run"]) == 2
     assert f"{binary}: not a UTF-8 text file" in capsys.readouterr().err
     assert main(["train", "file", str(tmp_path), "--dry-run"]) == 2
-    assert f"{tmp_path}: is a directory. Pass the path of a tuned-example YAML file" in capsys.readouterr().err
+    assert (
+        f"{tmp_path}: is a directory. Pass the path of a tuned-example YAML file" in capsys.readouterr().err
+    )
 
 
 CRASH_RUN = """
@@ -83,7 +104,9 @@ crash-pendulum:
 
 
 def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_intact_one(
-    no_ray, tmp_path, capsys,
+    no_ray,
+    tmp_path,
+    capsys,
 ):
     register_env("fault-pendulum", Fault)  # kept until the command's Ray starts
     path = tmp_path / "crash.yaml"
@@ -92,7 +115,9 @@ def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_in
     assert main(run) == 1  # the env crashes in iteration 3, after checkpoints 0 and 1
     (trial_dir,) = (tmp_path / "r" / "crash").glob("crash-pendulum_*")
     assert sorted(c.name for c in trial_dir.glob("checkpoint_*")) == [
-        "checkpoint_000000", "checkpoint_000001"]
+        "checkpoint_000000",
+        "checkpoint_000001",
+    ]
     damaged = trial_dir / "checkpoint_000001" / "algorithm_state.pkl"
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
     # A stray pickle that runs code when loaded: no check and no restore may load it.
@@ -104,12 +129,17 @@ def test_a_damaged_checkpoint_is_named_and_resume_continues_from_the_previous_in
     register_env("fault-pendulum", Fault)  # each Ray session forgets it
     assert main([*run, "--resume"]) == 2 and not ray.is_initialized()
     err = capsys.readouterr().err
-    assert f"checkpoint {trial_dir / 'checkpoint_000001'} is damaged: algorithm_state.pkl " \
-           f"({damaged}): it has {damaged.stat().st_size:,} of its " in err
-    command = err.split("The previous intact checkpoint is checkpoint_000000; continue from "
-                        "it with: ")[1].strip()
-    assert command == (f"rllib train file {path} --storage-path {tmp_path / 'r'} --name crash"
-                       " --resume --skip-damaged-checkpoints")
+    assert (
+        f"checkpoint {trial_dir / 'checkpoint_000001'} is damaged: algorithm_state.pkl "
+        f"({damaged}): it has {damaged.stat().st_size:,} of its " in err
+    )
+    command = err.split("The previous intact checkpoint is checkpoint_000000; continue from it with: ")[
+        1
+    ].strip()
+    assert command == (
+        f"rllib train file {path} --storage-path {tmp_path / 'r'} --name crash"
+        " --resume --skip-damaged-checkpoints"
+    )
     assert main([*run, "--resume", "--name", "nope"]) == 2
     assert "Runs there: crash; pass one with --name" in capsys.readouterr().err
 

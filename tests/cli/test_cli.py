@@ -19,13 +19,14 @@ import pytest
 import ray
 import yaml
 
-from rllib_geppo.records.checkpoint_manifest import write_manifest
 from rllib_geppo.cli.checkpoints import complete_checkpoints
 from rllib_geppo.cli.main import main
 from rllib_geppo.cli.outcomes import lost_actors
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
-from helpers import REPO
+from rllib_geppo.records.checkpoint_manifest import write_manifest
+
 from envs import TupleActionEnv
+from helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("no_ray")  # main() starts and stops its own Ray
 
@@ -84,10 +85,24 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
     yaml_file = write(tmp_path, TINY, "tiny.yaml")
     # An evaluation every second iteration: its keys first appear in iteration 2.
     proc = subprocess.run(
-        [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results"),
-         "-c", "evaluation_interval=2", "-c", "evaluation_duration=1",
-         "-c", "evaluation_duration_unit=episodes", "-v"],
-        capture_output=True, text=True, timeout=300,
+        [
+            str(RLLIB),
+            "train",
+            "file",
+            str(yaml_file),
+            "--storage-path",
+            str(tmp_path / "results"),
+            "-c",
+            "evaluation_interval=2",
+            "-c",
+            "evaluation_duration=1",
+            "-c",
+            "evaluation_duration_unit=episodes",
+            "-v",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "on the new API stack!" in proc.stdout + proc.stderr  # -v: RLlib's messages, unfiltered
@@ -116,9 +131,20 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
 
 def test_python_m_dry_run_resolves_grid_search(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "rllib_geppo", "train", "file", str(write(tmp_path, GRID)),
-         "--dry-run", "--storage-path", str(tmp_path / "results")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "rllib_geppo",
+            "train",
+            "file",
+            str(write(tmp_path, GRID)),
+            "--dry-run",
+            "--storage-path",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     trials = yaml.safe_load(proc.stdout)["sweep"]["trials"]
@@ -133,9 +159,16 @@ def test_python_m_dry_run_resolves_grid_search(tmp_path):
 
 def test_overrides_reach_nested_keys_stop_and_num_samples(tmp_path, capsys):
     out = dry_run(
-        capsys, str(write(tmp_path, GRID)),
-        "-c", "model_config.fcnet_hiddens=[8, 8]", "-c", "seed=7", "--stop", "training_iteration=3",
-        "--num-samples", "1",
+        capsys,
+        str(write(tmp_path, GRID)),
+        "-c",
+        "model_config.fcnet_hiddens=[8, 8]",
+        "-c",
+        "seed=7",
+        "--stop",
+        "training_iteration=3",
+        "--num-samples",
+        "1",
     )["sweep"]
     assert out["stop"] == {"num_env_steps_sampled_lifetime": 1e6, "training_iteration": 3}
     assert [t["seed"] for t in out["trials"]] == [7, 7]
@@ -149,26 +182,43 @@ def test_experiment_option_selects_experiments(capsys):
 
 def test_a_pattern_selects_figure_2s_experiments_with_the_policy_alone_wide(capsys):
     out = dry_run(capsys, str(REPO / "tuned_examples" / "wide_networks.yaml"), "-e", "walker2d-*")
-    assert list(out) == ["walker2d-geppo", "walker2d-ppo", "walker2d-ppo-adapt", "walker2d-geppo-wide",
-                         "walker2d-ppo-wide", "walker2d-ppo-adapt-wide"]
+    assert list(out) == [
+        "walker2d-geppo",
+        "walker2d-ppo",
+        "walker2d-ppo-adapt",
+        "walker2d-geppo-wide",
+        "walker2d-ppo-wide",
+        "walker2d-ppo-adapt-wide",
+    ]
     for name, experiment in out.items():
         assert sorted(t["seed"] for t in experiment["trials"]) == [0, 1, 2, 3, 4]
         for trial in experiment["trials"]:
             assert trial.get("sample_reuse", True) == ("geppo" in name)
             assert trial.get("adaptive_lr", True) == ("ppo-adapt" in name or "geppo" in name)
             assert trial.get("model_config") == (
-                {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]} if "wide" in name else None)
+                {"fcnet_hiddens": [400, 300], "vf_fcnet_hiddens": [64, 64]} if "wide" in name else None
+            )
 
 
 def test_the_appendix_runs_every_variant_of_the_other_tasks_with_table_1s_task_settings(capsys):
-    wide = dry_run(capsys, str(REPO / "tuned_examples" / "wide_networks.yaml"), "-e", "swimmer-*",
-                   "-e", "ant-*", "-e", "humanoid-*")
+    wide = dry_run(
+        capsys,
+        str(REPO / "tuned_examples" / "wide_networks.yaml"),
+        "-e",
+        "swimmer-*",
+        "-e",
+        "ant-*",
+        "-e",
+        "humanoid-*",
+    )
     table1 = dry_run(capsys, str(REPO / "tuned_examples" / "table1.yaml"))
     variants = ["geppo", "ppo", "ppo-adapt", "geppo-wide", "ppo-wide", "ppo-adapt-wide"]
     assert list(wide) == [f"{task}-{v}" for task in ("swimmer", "ant", "humanoid") for v in variants]
     for name, experiment in wide.items():
         task, variant = name.split("-", 1)
-        (paper,) = {(t["env"], t.get("lr"), t.get("init_std_multiple")) for t in table1[f"geppo-{task}"]["trials"]}
+        (paper,) = {
+            (t["env"], t.get("lr"), t.get("init_std_multiple")) for t in table1[f"geppo-{task}"]["trials"]
+        }
         for trial in experiment["trials"]:
             assert (trial["env"], trial.get("lr"), trial.get("init_std_multiple")) == paper
             assert trial.get("sample_reuse", True) == variant.startswith("geppo")
@@ -206,45 +256,57 @@ def test_mujoco_examples_cover_the_paper(capsys):
 BAD_INPUT = {
     "missing file": (None, [], ["no such file"]),
     "yaml syntax": ("exp:\n  run: PPO\n  stop: {a: 1\n", [], ["exp.yaml:4:1", "YAML syntax error"]),
-    "yaml tag": ("exp:\n  run: !!python/name:os.system PPO\n", [],
-                 ["exp.yaml:2:8", "YAML tag not allowed", "remove the tag"]),
+    "yaml tag": (
+        "exp:\n  run: !!python/name:os.system PPO\n",
+        [],
+        ["exp.yaml:2:8", "YAML tag not allowed", "remove the tag"],
+    ),
     "unknown algorithm": (
-        TINY.replace("run: GePPO", "run: GePPPO"), [],
+        TINY.replace("run: GePPO", "run: GePPPO"),
+        [],
         ["'geppo'", "unknown algorithm", "Did you mean 'GePPO'"],
     ),
     "unknown config key": (
-        TINY.replace("num_epochs: 1", "num_epoch: 1"), [],
+        TINY.replace("num_epochs: 1", "num_epoch: 1"),
+        [],
         ["config key 'num_epoch'", "Did you mean 'num_epochs'"],
     ),
     "misspelt lambda": (
-        TINY.replace("num_epochs: 1", "lamda: 0.9"), [],
+        TINY.replace("num_epochs: 1", "lamda: 0.9"),
+        [],
         ["config key 'lamda'", "not a setting of GePPO", "Did you mean 'lambda'"],
     ),
     "wrong value type": (
-        TINY, ["-c", "num_epochs=two"],
+        TINY,
+        ["-c", "num_epochs=two"],
         ["--config num_epochs=two", "expected a number", "got string 'two'"],
     ),
     "rllib rejects value": (TINY, ["-c", "gamma=1.5"], ["rejects the config", "gamma"]),
     "stop key never reported": (
-        TINY.replace("training_iteration", "timesteps_total"), [],
+        TINY.replace("training_iteration", "timesteps_total"),
+        [],
         ["stop key 'timesteps_total'", "never reports", "Use 'num_env_steps_sampled_lifetime'"],
     ),
     "renamed stop key": (
-        TINY, ["--stop", "env_runners/episode_reward_mean=-200"],
+        TINY,
+        ["--stop", "env_runners/episode_reward_mean=-200"],
         ["Use 'env_runners/episode_return_mean'"],
     ),
     "unknown env": (
-        TINY.replace("Pendulum-v1", "Pendulum-v2"), [],
+        TINY.replace("Pendulum-v1", "Pendulum-v2"),
+        [],
         ["no such environment", "Did you mean 'Pendulum-v1'"],
     ),
     "old-stack model key": (TINY, ["-c", "model={hidden: 8}"], ["'model'", "model_config"]),
     "retired experiment key": (
-        TINY.replace("  stop:", "  checkpoint_freq: 5\n  stop:", 1), [],
+        TINY.replace("  stop:", "  checkpoint_freq: 5\n  stop:", 1),
+        [],
         ["'checkpoint_freq'", "checkpoint_config: {checkpoint_frequency: N}"],
     ),
     "override without =": (TINY, ["-c", "lr"], ["--config lr", "expected KEY=VALUE"]),
     "max_failures not a count": (
-        TINY.replace("  stop:", "  max_failures: many\n  stop:", 1), [],
+        TINY.replace("  stop:", "  max_failures: many\n  stop:", 1),
+        [],
         ["'max_failures': expected an integer >= -1", "-1: always", "got string 'many'"],
     ),
     "unknown experiment": (TINY, ["-e", "gepo"], ["no experiment 'gepo'", "Did you mean 'geppo'"]),
@@ -292,8 +354,10 @@ def run_exits_2_before_ray_starts(capsys, *argv: str) -> str:
 def test_unsupported_spaces_exit_2_before_ray_starts(tmp_path, capsys):
     path = write(tmp_path, TINY.replace("Pendulum-v1", "envs.TupleActionEnv"))
     err = run_exits_2_before_ray_starts(capsys, str(path), "-e", "geppo")
-    assert f"{path}: experiment 'geppo', 'env: envs.TupleActionEnv': 'envs.TupleActionEnv': " \
-           "GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary" in err
+    assert (
+        f"{path}: experiment 'geppo', 'env: envs.TupleActionEnv': 'envs.TupleActionEnv': "
+        "GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary" in err
+    )
     assert "Nested (Tuple, Dict) and multi-dimensional actions are not supported" in err
     # RLlib's PPO is not refused; Blackjack's Tuple observations are flattened for GePPO.
     assert main(["train", "file", str(path), "-e", "rllib-ppo", "--dry-run"]) == 0
@@ -317,12 +381,21 @@ class ZeroChoices(TupleActionEnv):
     action_space = no_choice([2, 0])
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ("NoEntries", "the action space MultiDiscrete([]) has no entries: there is no action to choose. "
-                  "Fix: give it at least one entry"),
-    ("ZeroChoices", "entry 1 of the action space MultiDiscrete([2 0]) has 0 choices: a categorical "
-                    "policy cannot choose among none. Fix: give every entry at least one choice"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            "NoEntries",
+            "the action space MultiDiscrete([]) has no entries: there is no action to choose. "
+            "Fix: give it at least one entry",
+        ),
+        (
+            "ZeroChoices",
+            "entry 1 of the action space MultiDiscrete([2 0]) has 0 choices: a categorical "
+            "policy cannot choose among none. Fix: give every entry at least one choice",
+        ),
+    ],
+)
 def test_a_multi_discrete_without_choices_exits_2_before_ray_starts(tmp_path, capsys, env, message):
     path = write(tmp_path, TINY.replace("Pendulum-v1", f"{__name__}.{env}"))
     assert message in run_exits_2_before_ray_starts(capsys, str(path), "-e", "geppo")
@@ -333,8 +406,9 @@ def test_a_trial_larger_than_the_machine_exits_2_before_ray_starts(tmp_path, cap
     err = run_exits_2_before_ray_starts(
         capsys, str(write(tmp_path, TINY)), "-e", "geppo", "-c", f"num_env_runners={cpus}"
     )
-    assert f"a trial asks for {cpus + 1} CPUs (num_env_runners: {cpus}), but this machine has " \
-           f"{cpus} CPU" in err
+    assert (
+        f"a trial asks for {cpus + 1} CPUs (num_env_runners: {cpus}), but this machine has {cpus} CPU" in err
+    )
     assert "lower num_env_runners" in err
 
 
@@ -342,10 +416,19 @@ def test_evaluation_settings_are_among_those_behind_a_trials_request(tmp_path, c
     # Trials that differ in evaluation_interval are checked apart, and the message names it.
     cpus = os.cpu_count()
     err = run_exits_2_before_ray_starts(
-        capsys, str(write(tmp_path, TINY)), "-e", "geppo", "-c", "evaluation_interval={grid_search: [0, 1]}",
-        "-c", f"evaluation_num_env_runners={cpus}")
-    assert f"a trial asks for {cpus + 1} CPUs (num_env_runners: 0, evaluation_interval: 0, " \
-           f"evaluation_num_env_runners: {cpus})" in err
+        capsys,
+        str(write(tmp_path, TINY)),
+        "-e",
+        "geppo",
+        "-c",
+        "evaluation_interval={grid_search: [0, 1]}",
+        "-c",
+        f"evaluation_num_env_runners={cpus}",
+    )
+    assert (
+        f"a trial asks for {cpus + 1} CPUs (num_env_runners: 0, evaluation_interval: 0, "
+        f"evaluation_num_env_runners: {cpus})" in err
+    )
 
 
 def unused_port() -> int:
@@ -358,8 +441,7 @@ def test_an_unreachable_address_exits_2_with_one_message(tmp_path, capsys, monke
     port = unused_port()  # free once closed: nothing listens there
     path = str(write(tmp_path, TINY))
     err = run_exits_2_before_ray_starts(capsys, path, "--address", f"127.0.0.1:{port}")
-    assert f"--address 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} (connection " \
-           "refused)" in err
+    assert f"--address 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} (connection refused)" in err
     # `auto` follows RAY_ADDRESS, as ray.init does.
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     err = run_exits_2_before_ray_starts(capsys, path, "--address", "auto")
@@ -388,15 +470,25 @@ def test_a_second_run_into_a_folder_in_use_exits_2(tmp_path, capsys):
     run_dir = tmp_path / "results" / "exp"
     run_dir.mkdir(parents=True)
     # Another process holds the folder's lock, as a running run does.
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, sys, time\n"
-        f"f = open({str(run_dir / '.rllib_geppo_run.lock')!r}, 'a+')\n"
-        "fcntl.flock(f, fcntl.LOCK_EX); f.write('process 4242 on a host'); f.flush()\n"
-        "print('locked', flush=True); time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl, sys, time\n"
+                f"f = open({str(run_dir / '.rllib_geppo_run.lock')!r}, 'a+')\n"
+                "fcntl.flock(f, fcntl.LOCK_EX); f.write('process 4242 on a host'); f.flush()\n"
+                "print('locked', flush=True); time.sleep(120)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        err = run_exits_2_before_ray_starts(capsys, path, "-e", "geppo", "--storage-path",
-                                            str(tmp_path / "results"))
+        err = run_exits_2_before_ray_starts(
+            capsys, path, "-e", "geppo", "--storage-path", str(tmp_path / "results")
+        )
         assert f"run folder {run_dir} is in use by another run (process 4242 on a host)" in err
         assert "Pass another --name" in err
     finally:
@@ -426,7 +518,8 @@ def test_resume_of_a_run_whose_saved_state_is_cut_short_exits_2(tmp_path, capsys
     state = run_dir / "experiment_state-2026-01-01_00-00-00.json"
     state.write_text('{"trial_data": [["{\\"stub\\": false, \\"trainable_name\\"')
     err = run_exits_2_before_ray_starts(
-        capsys, path, "--storage-path", str(tmp_path / "results"), "--resume", "--name", "run")
+        capsys, path, "--storage-path", str(tmp_path / "results"), "--resume", "--name", "run"
+    )
     assert f"--resume: the run's saved state {state} cannot be read (JSONDecodeError" in err
     assert "Tune would start the run over" in err
 
@@ -435,6 +528,7 @@ def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
     """Tune saves a run's trials in an arbitrary order, and a resumed run starts those that never
     ran in the saved order; the state is put in creation order first. Entries are Tune's own."""
     from ray.tune.experiment import Trial
+
     from rllib_geppo.cli.resume import order_as_created
 
     def saved(*ids: str) -> list[list[str]]:
@@ -445,8 +539,13 @@ def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
     state.write_text(json.dumps({"trial_data": shuffled, "runner_data": {"kept": 1}}))
     assert order_as_created(tmp_path)
     restored = json.loads(state.read_text())
-    assert [json.loads(e[0])["trial_id"][-2:] for e in restored["trial_data"]] == \
-        ["00", "01", "02", "03", "11"]
+    assert [json.loads(e[0])["trial_id"][-2:] for e in restored["trial_data"]] == [
+        "00",
+        "01",
+        "02",
+        "03",
+        "11",
+    ]
     assert sorted(restored["trial_data"]) == sorted(shuffled)  # each entry as it was
     assert restored["runner_data"] == {"kept": 1}
     assert not order_as_created(tmp_path)  # in order already: nothing written
@@ -459,11 +558,15 @@ def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others
     from rllib_geppo.cli.errors import UserError
     from rllib_geppo.cli.resume import SavedTrial, check_unchanged
 
-    saved = [SavedTrial(name, {"lr": lr}, {"training_iteration": 9}, "RUNNING", name)
-             for name, lr in (("walker2d-geppo", 3e-4), ("walker2d-ppo", 1e-4))]
+    saved = [
+        SavedTrial(name, {"lr": lr}, {"training_iteration": 9}, "RUNNING", name)
+        for name, lr in (("walker2d-geppo", 3e-4), ("walker2d-ppo", 1e-4))
+    ]
     check_unchanged(saved, ["walker2d-*"], [], [], None)
     check_unchanged(saved, ["walker2d-g*"], ["lr=3e-4"], [], None)  # the pattern selects geppo alone
-    with pytest.raises(UserError, match=r"these would change them: -e hopper-\* \(not in the run\), -c lr=3e-4\."):
+    with pytest.raises(
+        UserError, match=r"these would change them: -e hopper-\* \(not in the run\), -c lr=3e-4\."
+    ):
         check_unchanged(saved, ["walker2d-*", "hopper-*"], ["lr=3e-4"], [], None)
 
 
@@ -482,11 +585,18 @@ class _Trial:
 
 def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once_per_wait(caplog):
     now = [0.0]
-    watch = StrandedTrials("rllib train file x.yaml --resume", wait_s=60,
-                           node_resources=lambda: [{"CPU": 2.0}, {"CPU": 2.0}], clock=lambda: now[0])
+    watch = StrandedTrials(
+        "rllib train file x.yaml --resume",
+        wait_s=60,
+        node_resources=lambda: [{"CPU": 2.0}, {"CPU": 2.0}],
+        clock=lambda: now[0],
+    )
     stranded, queued = _Trial("on-gpu", {"CPU": 1, "GPU": 1}), _Trial("queued", {"CPU": 2})
     trials = [stranded, queued]
-    warnings = lambda: [r.getMessage() for r in caplog.records if r.name == "rllib_geppo.cli.stranded"]
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "rllib_geppo.cli.stranded"]
+
     with caplog.at_level("WARNING"):
         for now[0] in (0.0, 59.0):
             watch.on_step_end(0, trials)
@@ -498,7 +608,8 @@ def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once_per_wait(
             "that has them joins (an autoscaling cluster adds one; by hand: ray start --address "
             "<head> with the missing --num-cpus, --num-gpus or --resources). Or stop this run "
             "with Ctrl+C and continue it later, from each trial's last checkpoint, with: "
-            "rllib train file x.yaml --resume"]
+            "rllib train file x.yaml --resume"
+        ]
         stranded.status = "RUNNING"
         now[0] = 210.0
         watch.on_step_end(0, trials)
@@ -514,30 +625,48 @@ def test_a_trial_waiting_for_resources_the_cluster_lacks_is_named_once_per_wait(
 def test_shortfall_names_what_no_node_or_no_cluster_has():
     two_nodes = [{"CPU": 2.0, "doomed": 1.0}, {"CPU": 2.0}]
     assert shortfall([{"CPU": 1, "doomed": 2}], "PACK", two_nodes) == (
-        "for 2 doomed; the cluster has 1 doomed")
+        "for 2 doomed; the cluster has 1 doomed"
+    )
     assert shortfall([{"CPU": 3}, {"CPU": 2}], "PACK", two_nodes) == "for 5 CPUs; the cluster has 4 CPUs"
     # Enough in all, but no node holds the bundle, or the strictly packed group.
     assert shortfall([{"CPU": 3}], "PACK", two_nodes) == (
-        "for 3 CPUs on one node; no node of the cluster has that much")
+        "for 3 CPUs on one node; no node of the cluster has that much"
+    )
     assert shortfall([{"CPU": 1}, {"CPU": 2}], "STRICT_PACK", two_nodes) == (
-        "for 3 CPUs on one node; no node of the cluster has that much")
+        "for 3 CPUs on one node; no node of the cluster has that much"
+    )
     assert shortfall([{"CPU": 1}, {"CPU": 2}], "PACK", two_nodes) is None
     assert shortfall([{"CPU": 2, "doomed": 1}, {"CPU": 2}], "SPREAD", two_nodes) is None
 
 
 def test_the_lost_actors_are_read_from_either_of_rays_errors():
     def error_file(*exception: str) -> str:  # Tune's error.txt: a header, Ray's traceback, the error
-        return "\n".join(["Failure # 1 (occurred at 2026-11-29_16-06-37)", "Traceback (most recent call last):",
-                          '  File "ray/tune/execution/tune_controller.py", line 1295, in _on_result',
-                          "    raise error", *exception])
-    unavailable = error_file("ray.exceptions.ActorUnavailableError: The actor 17e06a7660d3e293e730664502000000 "
-                             "is unavailable: The actor is temporarily unavailable: RpcError: Socket closed.")
-    died = error_file("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
-                      "\tclass_name: GePPO", "\tactor_id: c7389fb25d2abf5ea0e4981202000000", "\tpid: 26150",
-                      "The actor is dead because its node has died. Node Id: " + "ab" * 28)
+        return "\n".join(
+            [
+                "Failure # 1 (occurred at 2026-11-29_16-06-37)",
+                "Traceback (most recent call last):",
+                '  File "ray/tune/execution/tune_controller.py", line 1295, in _on_result',
+                "    raise error",
+                *exception,
+            ]
+        )
+
+    unavailable = error_file(
+        "ray.exceptions.ActorUnavailableError: The actor 17e06a7660d3e293e730664502000000 "
+        "is unavailable: The actor is temporarily unavailable: RpcError: Socket closed."
+    )
+    died = error_file(
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: GePPO",
+        "\tactor_id: c7389fb25d2abf5ea0e4981202000000",
+        "\tpid: 26150",
+        "The actor is dead because its node has died. Node Id: " + "ab" * 28,
+    )
     crashed = error_file("ValueError: observation 7 is NaN")
-    assert lost_actors([unavailable, died, crashed]) == {"17e06a7660d3e293e730664502000000",
-                                                         "c7389fb25d2abf5ea0e4981202000000"}
+    assert lost_actors([unavailable, died, crashed]) == {
+        "17e06a7660d3e293e730664502000000",
+        "c7389fb25d2abf5ea0e4981202000000",
+    }
     assert lost_actors([crashed]) is None
     # Only the last failure counts: an actor lost before a retry that then crashed is not.
     assert lost_actors([unavailable + "\n" + crashed]) is None

@@ -27,9 +27,10 @@ from ray.cluster_utils import Cluster
 from ray.tune.registry import get_trainable_cls
 
 import rllib_geppo  # noqa: F401  (registers "GePPO" with Tune)
-from helpers import wait_until
-from rllib_geppo.records.checkpoint_manifest import read_manifest
 from rllib_geppo.cli.stranded import WAIT_VARIABLE
+from rllib_geppo.records.checkpoint_manifest import read_manifest
+
+from helpers import wait_until
 
 ALGO = "GePPO"  # The tests use only generic settings: any RLlib algorithm name works here.
 ENV = "Pendulum-v1"
@@ -42,8 +43,7 @@ def cluster(no_ray):
     # A lost node is marked dead after 3 missed health checks a second apart (Ray's default
     # takes about 15 s), so that the lost-node test waits less for it.
     fast_death = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "_system_config": fast_death})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": fast_death})
     cluster.add_node(num_cpus=2, resources={WORKER_RESOURCE: 2})
     cluster.wait_for_nodes()
     ray.init(address=cluster.address)
@@ -106,9 +106,7 @@ def test_tune_sweep_of_two_trials_completes(cluster, tmp_path):
     tuner = tune.Tuner(
         ALGO,
         param_space=param_space,
-        run_config=tune.RunConfig(
-            storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0
-        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0),
     )
     results = tuner.fit()
     assert len(results) == 2 and not results.errors
@@ -131,35 +129,66 @@ def test_the_documented_commands_start_a_cluster_that_the_cli_joins_with_its_tok
     env["HOME"] = str(tmp_path)
     ray_cli = str(Path(sys.executable).with_name("ray"))
     temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay short
-    own = [f"--temp-dir={temp_dir}", "--num-cpus=1", f"--dashboard-agent-listen-port={free_port()}",
-           "--disable-usage-stats"]
+    own = [
+        f"--temp-dir={temp_dir}",
+        "--num-cpus=1",
+        f"--dashboard-agent-listen-port={free_port()}",
+        "--disable-usage-stats",
+    ]
     port, started = free_port(), []
     try:
-        token = subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        token = subprocess.run(
+            [ray_cli, "get-auth-token", "--generate"], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
         cluster_env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
-        for command in ([ray_cli, "start", "--head", f"--port={port}", f"--dashboard-port={free_port()}"],
-                        [ray_cli, "start", f"--address=127.0.0.1:{port}"]):
-            started.append(subprocess.Popen([*command, *own], env=cluster_env, start_new_session=True,
-                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        for command in (
+            [ray_cli, "start", "--head", f"--port={port}", f"--dashboard-port={free_port()}"],
+            [ray_cli, "start", f"--address=127.0.0.1:{port}"],
+        ):
+            started.append(
+                subprocess.Popen(
+                    [*command, *own],
+                    env=cluster_env,
+                    start_new_session=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
             assert started[-1].wait(timeout=120) == 0, started[-1].stdout.read()[-3000:]
         yaml_file = tmp_path / "on_cluster.yaml"
         yaml_file.write_text(
             f"on-cluster:\n  run: {ALGO}\n  env: {ENV}\n  stop: {{training_iteration: 1}}\n"
-            "  config: {train_batch_size_per_learner: 200, num_epochs: 1, num_env_runners: 0}\n")
-        rllib = [sys.executable, "-m", "rllib_geppo", "train", "file", str(yaml_file), "--storage-path",
-                 str(tmp_path / "results")]
+            "  config: {train_batch_size_per_learner: 200, num_epochs: 1, num_env_runners: 0}\n"
+        )
+        rllib = [
+            sys.executable,
+            "-m",
+            "rllib_geppo",
+            "train",
+            "file",
+            str(yaml_file),
+            "--storage-path",
+            str(tmp_path / "results"),
+        ]
         # A token in ~/.ray/auth_token, but RAY_AUTH_MODE not set: no token is sent.
-        refused = subprocess.run([*rllib, "--address", f"127.0.0.1:{port}"], env=env,
-                                 capture_output=True, text=True, timeout=120)
+        refused = subprocess.run(
+            [*rllib, "--address", f"127.0.0.1:{port}"], env=env, capture_output=True, text=True, timeout=120
+        )
         assert refused.returncode == 2, refused.stderr[-3000:]
         assert refused.stderr.strip().splitlines()[-1] == (
             f"python -m rllib_geppo: error: --address 127.0.0.1:{port}: the cluster uses Ray's token "
             "authentication and refused this process: RAY_AUTH_MODE is not 'token' here, so it sent "
             "none. Set RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN=<token>, or the "
-            "file ~/.ray/auth_token) where you run this command, as on the cluster's nodes.")
-        joined = subprocess.run([*rllib, "--address", "auto"], capture_output=True, text=True,
-                                env={**cluster_env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, timeout=240)
+            "file ~/.ray/auth_token) where you run this command, as on the cluster's nodes."
+        )
+        joined = subprocess.run(
+            [*rllib, "--address", "auto"],
+            capture_output=True,
+            text=True,
+            env={**cluster_env, "RAY_ADDRESS": f"127.0.0.1:{port}"},
+            timeout=240,
+        )
         assert joined.returncode == 0, joined.stderr[-3000:]
         assert "'CPU': 2.0" in joined.stderr  # both nodes; a Ray of its own would have this machine's
         (result_file,) = Path(tmp_path, "results", "on_cluster").glob("on-cluster_*/result.json")
@@ -200,8 +229,9 @@ def result_pids(trial_dir: Path) -> set[int]:
     return {json.loads(line)["pid"] for line in lines}
 
 
-def checkpoint_of_a_new_process(trial_dir: Path, pids: set[int], proc: subprocess.Popen,
-                                log: Path) -> set[int]:
+def checkpoint_of_a_new_process(
+    trial_dir: Path, pids: set[int], proc: subprocess.Popen, log: Path
+) -> set[int]:
     """Waits for a checkpoint of a retry (a process not in `pids`), not one that the lost node's
     process, still exiting, wrote after its node was gone. Returns the processes so far."""
     wait_until(lambda: result_pids(trial_dir) - pids, proc, "result from a new process", log)
@@ -211,17 +241,29 @@ def checkpoint_of_a_new_process(trial_dir: Path, pids: set[int], proc: subproces
 
 
 def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_nodes_and_resume(
-        cluster, tmp_path):
+    cluster, tmp_path
+):
     yaml_file = tmp_path / "lost.yaml"
     yaml_file.write_text(ON_A_LOST_NODE)
     doomed = {"num_cpus": 1, "resources": {"doomed": 1}}
     node = cluster.add_node(**doomed)
-    argv = ["train", "file", str(yaml_file), "--address", cluster.address, "--storage-path",
-            str(tmp_path / "results")]
+    argv = [
+        "train",
+        "file",
+        str(yaml_file),
+        "--address",
+        cluster.address,
+        "--storage-path",
+        str(tmp_path / "results"),
+    ]
     log = tmp_path / "output.txt"  # a file, not a pipe that nobody reads until the end
     with log.open("w") as output:
-        proc = subprocess.Popen([sys.executable, "-m", "rllib_geppo", *argv], stdout=output,
-                                stderr=subprocess.STDOUT, env={**os.environ, WAIT_VARIABLE: "2"})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rllib_geppo", *argv],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, WAIT_VARIABLE: "2"},
+        )
     run_dir = tmp_path / "results" / "lost"
     try:
         trial_dir = wait_until(lambda: next(run_dir.glob("on-a-node_*"), None), proc, "trial", log)
@@ -230,9 +272,16 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
         # (max_failures: 1) waits for a node that has its resources, and the command says so.
         pids = result_pids(trial_dir)
         cluster.remove_node(node, allow_graceful=False)
-        stranded = wait_until(lambda: re.search(r"on-a-node_\S+ has waited \d+ s for 1 doomed; "
-                                                r"the cluster has 0 doomed\..*\n", log.read_text()),
-                              proc, "warning about the waiting trial", log)
+        stranded = wait_until(
+            lambda: re.search(
+                r"on-a-node_\S+ has waited \d+ s for 1 doomed; "
+                r"the cluster has 0 doomed\..*\n",
+                log.read_text(),
+            ),
+            proc,
+            "warning about the waiting trial",
+            log,
+        )
         # Such a node joins: the retry continues from the trial's last checkpoint.
         node = cluster.add_node(**doomed)
         checkpoint_of_a_new_process(trial_dir, pids, proc, log)
@@ -242,8 +291,9 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
         try:
             proc.wait(timeout=240)  # a bound on the test; it exits within 30 s
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the command did not exit after the trial's last node was lost:\n"
-                        f"{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"the command did not exit after the trial's last node was lost:\n{log.read_text()[-3000:]}"
+            )
     finally:
         proc.kill()
         if node is not None:
@@ -251,13 +301,18 @@ def test_a_trial_whose_node_is_lost_waits_for_a_node_is_retried_then_names_the_n
     out = log.read_text()
     assert proc.returncode == 1, out[-3000:]
     assert (trial_dir / "error.txt").read_text().count("Failure # ") == 2
-    resume = (f"python -m rllib_geppo train file {yaml_file} --storage-path {tmp_path / 'results'} "
-              f"--name lost --address {cluster.address} --resume")
+    resume = (
+        f"python -m rllib_geppo train file {yaml_file} --storage-path {tmp_path / 'results'} "
+        f"--name lost --address {cluster.address} --resume"
+    )
     assert stranded.group(0).endswith(f"with: {resume}\n")
     lost = out.split("The cluster lost ")[1].splitlines()[0]
     assert lost.startswith("2 node(s)") and lost.endswith(f"with: {resume}")
     # Each iteration once: the retry's rows replace those written after its checkpoint.
-    results = [json.loads(line)["training_iteration"] for line in (trial_dir / "result.json").read_text().splitlines()]
+    results = [
+        json.loads(line)["training_iteration"]
+        for line in (trial_dir / "result.json").read_text().splitlines()
+    ]
     with (trial_dir / "progress.csv").open(newline="") as f:
         rows = [int(float(row["training_iteration"])) for row in csv.DictReader(f)]
     assert results == rows == list(range(1, len(results) + 1))

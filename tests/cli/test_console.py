@@ -41,23 +41,34 @@ class BrokenSimulator(gym.Wrapper):
 def test_line_filter_drops_known_noise_and_keeps_the_rest():
     out = io.StringIO()
     stream = _LineFilter(out)
-    stream.write("(GePPO pid=1) WARNING -- You are running GePPO on the new API stack! This is the new "
-                 "default behavior for this algorithm.\nreal warning: reward scale")
-    stream.write(" is 0\n(pid=2) core_worker.cc: Actor ... has constructor arguments in the object store "
-                 "and max_restarts > 0.\nTraceback (most recent call last):\n")
+    stream.write(
+        "(GePPO pid=1) WARNING -- You are running GePPO on the new API stack! This is the new "
+        "default behavior for this algorithm.\nreal warning: reward scale"
+    )
+    stream.write(
+        " is 0\n(pid=2) core_worker.cc: Actor ... has constructor arguments in the object store "
+        "and max_restarts > 0.\nTraceback (most recent call last):\n"
+    )
     stream.flush()
     assert out.getvalue() == "real warning: reward scale is 0\nTraceback (most recent call last):\n"
 
 
 def test_progress_line_adds_up_trials_and_estimates_the_time_left():
     budget = {"num_env_steps_sampled_lifetime": 200_000.0}
-    line = progress_line([({"num_env_steps_sampled_lifetime": 88_064.0}, budget, False),
-                          ({"num_env_steps_sampled_lifetime": 200_000.0}, budget, True)], elapsed_s=360)
+    line = progress_line(
+        [
+            ({"num_env_steps_sampled_lifetime": 88_064.0}, budget, False),
+            ({"num_env_steps_sampled_lifetime": 200_000.0}, budget, True),
+        ],
+        elapsed_s=360,
+    )
     # 288,064 of 400,000 = 72%; 360 s for 72% leaves 360 * 0.28 / 0.72 = 140 s.
     assert line == "Progress: env steps 288,064 / 400,000 (72%), about 2 min 20 s left"
     # A trial stops at the budget it reaches first: here its iterations.
     both = {"num_env_steps_sampled_lifetime": 200_000.0, "training_iteration": 10.0}
-    line = progress_line([({"num_env_steps_sampled_lifetime": 2048.0, "training_iteration": 5.0}, both, False)], 30)
+    line = progress_line(
+        [({"num_env_steps_sampled_lifetime": 2048.0, "training_iteration": 5.0}, both, False)], 30
+    )
     assert line == "Progress: iterations 5 / 10 (50%), about 30 s left"
 
 
@@ -88,8 +99,8 @@ def event_tags(trial_dir: Path) -> set[str]:
     (path,) = trial_dir.glob("events.out.tfevents.*")
     data, tags, i = path.read_bytes(), set(), 0
     while i < len(data):
-        (length,) = struct.unpack("<Q", data[i:i + 8])
-        event = event_pb2.Event.FromString(data[i + 12:i + 12 + length])
+        (length,) = struct.unpack("<Q", data[i : i + 8])
+        event = event_pb2.Event.FromString(data[i + 12 : i + 12 + length])
         tags |= {value.tag for value in event.summary.value}
         i += 12 + length + 4
     return tags
@@ -102,8 +113,13 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
     out, err = capsys.readouterr()
     console = out + err
     assert code == 1  # the broken trial failed
-    for noise in ("on the new API stack!", "RLModuleConfig object", "constructor arguments in the object store",
-                  "Install gputil", "Token authentication"):
+    for noise in (
+        "on the new API stack!",
+        "RLModuleConfig object",
+        "constructor arguments in the object store",
+        "Install gputil",
+        "Token authentication",
+    ):
         assert noise not in console, noise
     # A real error reaches the user: the failed trial's summary line ends with its message.
     (summary,) = [line for line in console.splitlines() if line.startswith("  broken_") and ": ERROR" in line]
@@ -118,9 +134,12 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
     assert error_rows and all(str(tmp_path / "r" / "run") in row for row in error_rows), error_rows
     (trial_dir,) = (tmp_path / "r" / "run").glob("geppo-pendulum_*")
     tags = event_tags(trial_dir)
-    for key in ("env_runners/episode_return_mean", "learners/default_policy/tv",
-                "learners/default_policy/tv_target", "learners/default_policy/policy_lr",
-                "learners/default_policy/clip_fraction", "learners/default_policy/effective_sample_size"):
+    for key in (
+        "env_runners/episode_return_mean",
+        "learners/default_policy/tv",
+        "learners/default_policy/tv_target",
+        "learners/default_policy/policy_lr",
+        "learners/default_policy/clip_fraction",
+        "learners/default_policy/effective_sample_size",
+    ):
         assert f"ray/tune/{key}" in tags, key
-
-

@@ -13,10 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import wait_until
+from rllib_geppo.cli.main import main
 from rllib_geppo.records import result_schema
 from rllib_geppo.records.checkpoint_manifest import read_manifest
-from rllib_geppo.cli.main import main
+
+from helpers import wait_until
 
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
@@ -45,8 +46,13 @@ long:
 
 def start(argv: list, out: Path, **env: str) -> subprocess.Popen:
     """The console script in its own process group (as a shell starts a job)."""
-    return subprocess.Popen([str(RLLIB), *map(str, argv)], stdout=out.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True, env={**os.environ, **env})
+    return subprocess.Popen(
+        [str(RLLIB), *map(str, argv)],
+        stdout=out.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **env},
+    )
 
 
 def kill_everything(proc: subprocess.Popen) -> None:
@@ -95,13 +101,18 @@ def checkpoints(folder: Path) -> list[Path]:
 
 def snapshot(folder: Path) -> dict:
     """Every file under the trial's checkpoints: its SHA-256 and modification time."""
-    return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-            for p in sorted(folder.glob("checkpoint_*/**/*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(folder.glob("checkpoint_*/**/*"))
+        if p.is_file()
+    }
 
 
 def iterations(folder: Path) -> tuple[list[int], list[int]]:
     """The iteration of each row of the trial's result.json and progress.csv."""
-    results = [json.loads(line)["training_iteration"] for line in (folder / "result.json").read_text().splitlines()]
+    results = [
+        json.loads(line)["training_iteration"] for line in (folder / "result.json").read_text().splitlines()
+    ]
     with (folder / "progress.csv").open(newline="") as f:
         rows = [int(float(row["training_iteration"])) for row in csv.DictReader(f)]
     return results, rows
@@ -110,8 +121,11 @@ def iterations(folder: Path) -> tuple[list[int], list[int]]:
 def summary(out: str) -> dict[str, str]:
     """Experiment -> status, from the summary lines of a run's output."""
     lines = out.split("\nSummary:\n")[1].splitlines()
-    return {line.split("_")[0].strip(): line.split(": ")[1].split(",")[0]
-            for line in lines if line.startswith("  ") and ": " in line}
+    return {
+        line.split("_")[0].strip(): line.split(": ")[1].split(",")[0]
+        for line in lines
+        if line.startswith("  ") and ": " in line
+    }
 
 
 def done(folder: Path) -> bool:
@@ -129,8 +143,15 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
     lagging = {"TUNE_GLOBAL_CHECKPOINT_S": "3600"}
     run = start(argv, tmp_path / "1.out", **lagging)
     try:
-        wait_until(lambda: run_dir.exists() and len(list(run_dir.glob("long_*/checkpoint_000004"))) == 1
-                   and done(trial_dir(run_dir, "short")), run, "a finished short trial and 5 long iterations")
+        wait_until(
+            lambda: (
+                run_dir.exists()
+                and len(list(run_dir.glob("long_*/checkpoint_000004"))) == 1
+                and done(trial_dir(run_dir, "short"))
+            ),
+            run,
+            "a finished short trial and 5 long iterations",
+        )
         kill_everything(run)
     finally:
         run.kill()
@@ -141,18 +162,36 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
     assert iterations(short) == ([1, 2, 3], [1, 2, 3])
 
     # Options that would change the run are refused, each named, before Ray starts.
-    assert main([*map(str, argv), "--resume", "-c", "train_batch_size_per_learner=512",
-                 "-c", "num_epochs=1", "--stop", "training_iteration=10"]) == 2
-    assert "these would change them: -c train_batch_size_per_learner=512, --stop " \
-           "training_iteration=10. Leave them out to resume" in capsys.readouterr().err  # num_epochs is as it was
+    assert (
+        main(
+            [
+                *map(str, argv),
+                "--resume",
+                "-c",
+                "train_batch_size_per_learner=512",
+                "-c",
+                "num_epochs=1",
+                "--stop",
+                "training_iteration=10",
+            ]
+        )
+        == 2
+    )
+    assert (
+        "these would change them: -c train_batch_size_per_learner=512, --stop "
+        "training_iteration=10. Leave them out to resume" in capsys.readouterr().err
+    )  # num_epochs is as it was
 
     # --resume: "short" stays finished; "long" continues from its newest checkpoint. SIGTERM
     # then stops it at the end of an iteration, with a checkpoint of it.
     run = start([*argv, "--resume"], tmp_path / "2.out", **lagging)
     try:
         old = {name.split("/")[0] for name in killed}
-        wait_until(lambda: any(c.name not in old for c in checkpoints(long)), run,
-                   "a checkpoint of the resumed trial")
+        wait_until(
+            lambda: any(c.name not in old for c in checkpoints(long)),
+            run,
+            "a checkpoint of the resumed trial",
+        )
         run.send_signal(signal.SIGTERM)  # to the command only, as kill, timeout or docker stop send it
         assert run.wait(timeout=300) == 143
     finally:
@@ -160,7 +199,10 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
     out = (tmp_path / "2.out").read_text()
     assert summary(out) == {"short": "TERMINATED", "long": "INTERRUPTED"}
     command = out.split("Stopped by SIGTERM. Continue with: ")[1].splitlines()[0]
-    assert command == f"rllib train file {tmp_path / 'stops.yaml'} --storage-path {tmp_path / 'r'} --name stops --resume"
+    assert (
+        command
+        == f"rllib train file {tmp_path / 'stops.yaml'} --storage-path {tmp_path / 'r'} --name stops --resume"
+    )
     assert "Traceback" not in out and "SIGTERM received" not in out  # no stack dumps
     assert f"resuming from {newest.name} (iteration {read_manifest(newest)['training_iteration']})" in out
     results, rows = iterations(long)
@@ -168,7 +210,9 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
     with (long / "progress.csv").open(newline="") as f:
         header, *cells = list(csv.reader(f))
     assert all(len(row) == len(header) for row in cells)  # the columns stay aligned
-    first, last = (json.loads(line) for line in (long / "result.json").read_text().splitlines()[::len(results) - 1])
+    first, last = (
+        json.loads(line) for line in (long / "result.json").read_text().splitlines()[:: len(results) - 1]
+    )
     assert list(result_schema.leaf_paths(first)) == list(result_schema.leaf_paths(last))
     assert read_manifest(checkpoints(long)[-1])["training_iteration"] == results[-1]  # none lost
     now = snapshot(long)
@@ -207,8 +251,11 @@ broken:
 def test_a_run_that_sampled_no_env_step_has_failed(tmp_path):
     (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
     (tmp_path / "broken.yaml").write_text(BROKEN_RUN)
-    run = start(["train", "file", tmp_path / "broken.yaml", "--storage-path", tmp_path / "r"],
-                tmp_path / "out", PYTHONPATH=str(tmp_path))  # the env's module, for Ray's workers too
+    run = start(
+        ["train", "file", tmp_path / "broken.yaml", "--storage-path", tmp_path / "r"],
+        tmp_path / "out",
+        PYTHONPATH=str(tmp_path),
+    )  # the env's module, for Ray's workers too
     try:
         assert run.wait(timeout=300) == 1
     finally:

@@ -37,12 +37,17 @@ def test_per_tensor_and_value_clips_and_a_large_bound_changes_nothing():
 
 
 def test_in_place_clip_writes_grad_and_skips_parameters_without_one():
-    a, b, unused = (torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1, 2)),
-                    torch.nn.Parameter(torch.zeros(3)))
+    a, b, unused = (
+        torch.nn.Parameter(torch.zeros(2)),
+        torch.nn.Parameter(torch.zeros(1, 2)),
+        torch.nn.Parameter(torch.zeros(3)),
+    )
     a.grad, b.grad = grads()
     norm = clip_gradients_([a, b, unused], 1.0)
     assert float(norm) == pytest.approx(5.0)
-    assert float(torch.linalg.vector_norm(torch.cat([a.grad, b.grad.flatten()]))) == pytest.approx(1.0, abs=1e-6)
+    assert float(torch.linalg.vector_norm(torch.cat([a.grad, b.grad.flatten()]))) == pytest.approx(
+        1.0, abs=1e-6
+    )
     assert unused.grad is None
 
 
@@ -53,7 +58,9 @@ def test_clip_and_check_clips_the_policy_only_by_default_or_both_together():
     torch.testing.assert_close(stats, torch.tensor([0.5, 2.0, 5.0]))
     assert bool(finite)
     torch.testing.assert_close(value_grads[0], value[0])  # the value function is never clipped
-    assert float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in policy_grads]))) == pytest.approx(1.0, abs=1e-6)
+    assert float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in policy_grads]))) == pytest.approx(
+        1.0, abs=1e-6
+    )
 
     stats, _, policy_grads, value_grads = clip_and_check(losses, grads(), value, grad_clip=1.0, scope="all")
     assert float(stats[2]) == pytest.approx(13.0)  # sqrt(5^2 + 12^2): one norm over both
@@ -72,12 +79,17 @@ def test_a_non_finite_loss_or_gradient_fails_the_check(where):
 
 def two_adams(**kwargs):
     """Two identical two-group Adams over identical parameters."""
+
     def build():
         torch.manual_seed(0)
         policy, value = torch.nn.Linear(3, 2), torch.nn.Linear(3, 1)
-        optimizer = torch.optim.Adam([{"params": policy.parameters(), "lr": 1e-2},
-                                      {"params": value.parameters(), "lr": 3e-3}], eps=1e-5, **kwargs)
+        optimizer = torch.optim.Adam(
+            [{"params": policy.parameters(), "lr": 1e-2}, {"params": value.parameters(), "lr": 3e-3}],
+            eps=1e-5,
+            **kwargs,
+        )
         return [*policy.parameters(), *value.parameters()], optimizer
+
     return build(), build()
 
 
@@ -115,5 +127,7 @@ def test_a_skipped_step_changes_no_weight_and_no_state(kwargs):
     set_grads(params, 1)
     adam_step_if(optimizer, torch.tensor(False))
     assert all(torch.equal(p, w) for p, w in zip(params, weights))
-    assert all(torch.equal(a, b) for a, b in zip((t for p in params for t in optimizer.state[p].values()), state))
+    assert all(
+        torch.equal(a, b) for a, b in zip((t for p in params for t in optimizer.state[p].values()), state)
+    )
     assert all(float(optimizer.state[p]["step"]) == 1 for p in params)

@@ -51,16 +51,18 @@ def test_clip_range_is_centred_at_pik_over_mu():
 def test_gradient_zero_below_range_for_negative_advantage():
     # rho = 1.5 < center - eps = 1.9 and A < 0: clipping blocks further decrease.
     logp = torch.tensor([math.log(1.5)], requires_grad=True)
-    loss = clipped_surrogate_loss(ratio(logp, torch.zeros(1)), torch.full((1,), 2.0),
-                                  torch.tensor([-1.0]), torch.ones(1), 0.1)
+    loss = clipped_surrogate_loss(
+        ratio(logp, torch.zeros(1)), torch.full((1,), 2.0), torch.tensor([-1.0]), torch.ones(1), 0.1
+    )
     loss.backward()
     assert logp.grad.item() == 0.0
 
 
 def test_weights_scale_each_sample():
     logp = torch.zeros(2, requires_grad=True)
-    loss = clipped_surrogate_loss(ratio(logp, torch.zeros(2)), torch.ones(2), torch.ones(2),
-                                  torch.tensor([1.5, 0.5]), 0.2)
+    loss = clipped_surrogate_loss(
+        ratio(logp, torch.zeros(2)), torch.ones(2), torch.ones(2), torch.tensor([1.5, 0.5]), 0.2
+    )
     loss.backward()
     torch.testing.assert_close(logp.grad, torch.tensor([-0.75, -0.25]))
 
@@ -79,7 +81,11 @@ def test_standardization_centres_ratio_weighted_advantages():
 
 def test_standardization_over_the_last_dimension_is_per_minibatch():
     g = torch.Generator().manual_seed(3)
-    adv, center, w = torch.randn(3, 50, generator=g), torch.rand(3, 50, generator=g) + 0.5, torch.rand(3, 50, generator=g)
+    adv, center, w = (
+        torch.randn(3, 50, generator=g),
+        torch.rand(3, 50, generator=g) + 0.5,
+        torch.rand(3, 50, generator=g),
+    )
     rows = torch.stack([standardize_advantages(adv[i], center[i], w[i]) for i in range(3)])
     torch.testing.assert_close(standardize_advantages(adv, center, w), rows)
 
@@ -126,9 +132,16 @@ def test_geppo_losses_standardise_then_weight():
     logp, zeros, ones = torch.zeros(2, requires_grad=True), torch.zeros(2), torch.ones(2)
     weights = torch.tensor([1.5, 0.5])
     advantages = standardize_advantages(torch.tensor([1.0, 2.0]), ones, weights)
-    policy, value = geppo_losses(logp=logp, behaviour_logp=zeros, center=ones,
-                                 advantages=advantages, values=torch.tensor([0.0, 1.0]),
-                                 value_targets=torch.tensor([2.0, 1.0]), weights=weights, clip_eps=0.1)
+    policy, value = geppo_losses(
+        logp=logp,
+        behaviour_logp=zeros,
+        center=ones,
+        advantages=advantages,
+        values=torch.tensor([0.0, 1.0]),
+        value_targets=torch.tensor([2.0, 1.0]),
+        weights=weights,
+        clip_eps=0.1,
+    )
     policy.backward()
     torch.testing.assert_close(logp.grad, torch.tensor([0.75, -0.75]))
     assert value.item() == pytest.approx(0.5 * (1.5 * 4 + 0.5 * 0) / 2)
@@ -147,10 +160,18 @@ def test_entropy_bonus_is_subtracted_with_the_sample_weights():
     # entropy_coeff 0.1: the bonus is mean(w H) = (1.5 * 1 + 0.5 * 3) / 2 = 1.5, so the policy
     # loss drops by 0.15, d(loss)/dH = -0.1 * w / 2 = [-0.075, -0.025], the value loss stays.
     def losses(entropy_coeff, entropy=None):
-        return geppo_losses(logp=torch.zeros(2), behaviour_logp=torch.zeros(2), center=torch.ones(2),
-                            advantages=torch.tensor([-1.0, 3.0]), values=torch.tensor([0.0, 1.0]),
-                            value_targets=torch.tensor([2.0, 1.0]), weights=torch.tensor([1.5, 0.5]),
-                            clip_eps=0.1, entropy=entropy, entropy_coeff=entropy_coeff)
+        return geppo_losses(
+            logp=torch.zeros(2),
+            behaviour_logp=torch.zeros(2),
+            center=torch.ones(2),
+            advantages=torch.tensor([-1.0, 3.0]),
+            values=torch.tensor([0.0, 1.0]),
+            value_targets=torch.tensor([2.0, 1.0]),
+            weights=torch.tensor([1.5, 0.5]),
+            clip_eps=0.1,
+            entropy=entropy,
+            entropy_coeff=entropy_coeff,
+        )
 
     entropy = torch.tensor([1.0, 3.0], requires_grad=True)
     (plain_policy, plain_value), (policy, value) = losses(0.0), losses(0.1, entropy)

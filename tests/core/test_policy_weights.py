@@ -66,14 +66,21 @@ def test_ppo_is_a_single_weight():
     assert clip_multiple([1.0]) == 1.0
 
 
-@pytest.mark.parametrize("batch_multiple,tradeoff,rule,size", [
-    (2, 1.0, "scalarized", 3), (2, 0.0, "scalarized", 2), (3, 1.0, "scalarized", 5),
-    # The later code scores each M by normalised ESS and TV losses: B = 3 at 0.5 gives
-    # losses 0.5*[1, 0.375, 0] + 0.5*[0, 0.5, 1] -> M = 4; B = 2 at 0.5 ties at M = 2.
-    (3, 0.5, "scalarized", 4), (2, 0.5, "scalarized", 2),
-    # The NeurIPS mix: M = ceil(mean(B, 2B - 1)).
-    (2, 0.5, "mixed", 3), (3, 0.5, "mixed", 4),
-])
+@pytest.mark.parametrize(
+    "batch_multiple,tradeoff,rule,size",
+    [
+        (2, 1.0, "scalarized", 3),
+        (2, 0.0, "scalarized", 2),
+        (3, 1.0, "scalarized", 5),
+        # The later code scores each M by normalised ESS and TV losses: B = 3 at 0.5 gives
+        # losses 0.5*[1, 0.375, 0] + 0.5*[0, 0.5, 1] -> M = 4; B = 2 at 0.5 ties at M = 2.
+        (3, 0.5, "scalarized", 4),
+        (2, 0.5, "scalarized", 2),
+        # The NeurIPS mix: M = ceil(mean(B, 2B - 1)).
+        (2, 0.5, "mixed", 3),
+        (3, 0.5, "mixed", 4),
+    ],
+)
 def test_uniform_weights(batch_multiple, tradeoff, rule, size):
     nu = policy_weights(batch_multiple, 20, kind="uniform", tradeoff=tradeoff, tradeoff_rule=rule)
     np.testing.assert_allclose(nu, np.full(size, 1 / size))

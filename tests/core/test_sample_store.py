@@ -11,9 +11,16 @@ from rllib_geppo.core.segments import Segment, describe_nonfinite, lay_out
 
 def segment(steps: int, version: int, *, terminated: bool = False, seed: int = 0) -> Segment:
     rng = np.random.default_rng(seed)
-    return Segment(obs=rng.normal(size=(steps + 1, 3)), actions=rng.normal(size=(steps, 2)),
-                   rewards=rng.normal(size=steps), behaviour_logp=rng.normal(size=steps),
-                   versions=np.full(steps, version), terminated=terminated, episode_id="e", first_step=10)
+    return Segment(
+        obs=rng.normal(size=(steps + 1, 3)),
+        actions=rng.normal(size=(steps, 2)),
+        rewards=rng.normal(size=steps),
+        behaviour_logp=rng.normal(size=steps),
+        versions=np.full(steps, version),
+        terminated=terminated,
+        episode_id="e",
+        first_step=10,
+    )
 
 
 def batch(version: int, steps: int = 10, chunks: int = 1) -> list[Segment]:
@@ -168,21 +175,36 @@ def test_a_store_checkpointed_as_layouts_still_loads():
 def episode(steps: int, *, terminated: bool, episode_id: str, seed: int, version: int = 0) -> Segment:
     """A whole episode of 2-d observations whose rows are distinct."""
     rng = np.random.default_rng(seed)
-    return Segment(obs=rng.normal(size=(steps + 1, 2)), actions=rng.normal(size=(steps, 1)),
-                   rewards=rng.normal(size=steps), behaviour_logp=rng.normal(size=steps),
-                   versions=np.full(steps, version), terminated=terminated, truncated=not terminated,
-                   episode_id=episode_id, first_step=0)
+    return Segment(
+        obs=rng.normal(size=(steps + 1, 2)),
+        actions=rng.normal(size=(steps, 1)),
+        rewards=rng.normal(size=steps),
+        behaviour_logp=rng.normal(size=steps),
+        versions=np.full(steps, version),
+        terminated=terminated,
+        truncated=not terminated,
+        episode_id=episode_id,
+        first_step=0,
+    )
 
 
 def cut(whole: Segment, at: list[int], versions: list[int]) -> list[Segment]:
     """``whole`` cut at the given steps into chunks collected by ``versions``, as sampling does."""
     bounds = [0, *at, len(whole)]
-    return [Segment(obs=whole.obs[a:b + 1], actions=whole.actions[a:b], rewards=whole.rewards[a:b],
-                    behaviour_logp=whole.behaviour_logp[a:b], versions=np.full(b - a, v),
-                    terminated=whole.terminated and b == len(whole),
-                    truncated=whole.truncated and b == len(whole),
-                    episode_id=whole.episode_id, first_step=a)
-            for a, b, v in zip(bounds, bounds[1:], versions)]
+    return [
+        Segment(
+            obs=whole.obs[a : b + 1],
+            actions=whole.actions[a:b],
+            rewards=whole.rewards[a:b],
+            behaviour_logp=whole.behaviour_logp[a:b],
+            versions=np.full(b - a, v),
+            terminated=whole.terminated and b == len(whole),
+            truncated=whole.truncated and b == len(whole),
+            episode_id=whole.episode_id,
+            first_step=a,
+        )
+        for a, b, v in zip(bounds, bounds[1:], versions)
+    ]
 
 
 def test_join_episodes_undoes_the_sampling_cuts():
@@ -218,7 +240,7 @@ def test_update_layout_is_the_same_however_sampling_was_split():
         store = SampleStore(capacity=3)
         chunks = cut(whole, at, versions)
         for i in range(0, len(chunks), per_batch):
-            store.add(chunks[i:i + per_batch])
+            store.add(chunks[i : i + per_batch])
         layouts.append(store.update_layout())
     for name, column in layouts[0].items():
         np.testing.assert_array_equal(layouts[1][name], column)

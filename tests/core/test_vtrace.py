@@ -43,7 +43,8 @@ def test_hand_derived_two_steps():
         terminateds=torch.tensor([0.0, 1.0]),
         behaviour_logp=torch.tensor([0.0, math.log(2.0)]),
         target_logp=torch.tensor([0.0, 0.0]),
-        gamma=0.5, lambda_=1.0,
+        gamma=0.5,
+        lambda_=1.0,
     )
     torch.testing.assert_close(adv, torch.tensor([0.75, -1.0]))
     torch.testing.assert_close(target, torch.tensor([1.75, 1.5]))
@@ -51,9 +52,14 @@ def test_hand_derived_two_steps():
 
 def test_ratio_above_clip_is_truncated():
     # c = min(1, e^1) = 1 on both steps: a larger pi_k than mu changes nothing beyond GAE.
-    kwargs = dict(rewards=torch.tensor([0.0, 1.0]), values=torch.zeros(2),
-                  next_values=torch.zeros(2), terminateds=torch.tensor([0.0, 1.0]),
-                  gamma=0.9, lambda_=0.5)
+    kwargs = dict(
+        rewards=torch.tensor([0.0, 1.0]),
+        values=torch.zeros(2),
+        next_values=torch.zeros(2),
+        terminateds=torch.tensor([0.0, 1.0]),
+        gamma=0.9,
+        lambda_=0.5,
+    )
     adv, _ = vtrace_gae(behaviour_logp=torch.zeros(2), target_logp=torch.ones(2), **kwargs)
     torch.testing.assert_close(adv, torch.tensor([0.45, 1.0]))
 
@@ -63,8 +69,9 @@ def test_on_policy_equals_gae():
     seg["target_logp"] = seg["behaviour_logp"]
     seg["terminateds"][-1] = 1.0
     adv, target = vtrace_gae(**seg, gamma=0.99, lambda_=0.95)
-    expected = plain_gae(*(seg[k].numpy() for k in ("rewards", "values", "next_values", "terminateds")),
-                         0.99, 0.95)
+    expected = plain_gae(
+        *(seg[k].numpy() for k in ("rewards", "values", "next_values", "terminateds")), 0.99, 0.95
+    )
     np.testing.assert_allclose(adv.numpy(), expected, atol=1e-10)
     np.testing.assert_allclose(target.numpy(), expected + seg["values"].numpy(), atol=1e-10)
 

@@ -5,12 +5,11 @@ module with RLlib's MeanStdFilter connector."""
 import gymnasium as gym
 import numpy as np
 import pytest
+from ray import tune
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.connectors.env_to_module import MeanStdFilter
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-
-from ray import tune
 
 from rllib_geppo import GePPOConfig, SavedPolicy
 from rllib_geppo.examples.cartpole_dict import CartPoleDict
@@ -18,8 +17,10 @@ from rllib_geppo.examples.cartpole_dict import CartPoleDict
 
 @pytest.fixture(scope="module", autouse=True)
 def recorded_env(local_ray):
-    tune.register_env("recorded", lambda config: Recorded(
-        CartPoleDict() if config["id"] == "CartPoleDict" else gym.make(config["id"])))
+    tune.register_env(
+        "recorded",
+        lambda config: Recorded(CartPoleDict() if config["id"] == "CartPoleDict" else gym.make(config["id"])),
+    )
 
 
 RAW_OBSERVATIONS: list = []  # what the envs returned, before any connector (EnvRunner in the driver)
@@ -45,9 +46,13 @@ def recorded(env_id: str) -> GePPOConfig:
 
 def pendulum_with_filter() -> GePPOConfig:
     """A user's module (RLlib's PPO module, which does not normalise) behind RLlib's filter."""
-    return (recorded("Pendulum-v1")
-            .rl_module(rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog))
-            .env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter()))
+    return (
+        recorded("Pendulum-v1")
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+        )
+        .env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter())
+    )
 
 
 CASES = {
@@ -65,8 +70,12 @@ def test_a_saved_policy_acts_as_the_env_runner_did(case, tmp_path):
     live in the EnvRunner's connector, actions are clipped to the bounds)."""
     if case == "image":
         pytest.importorskip("minatar")
-    config = (CASES[case]().env_runners(num_env_runners=0, num_envs_per_env_runner=1).debugging(seed=0)
-              .training(train_batch_size_per_learner=256, num_epochs=1, num_minibatches=2))
+    config = (
+        CASES[case]()
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=256, num_epochs=1, num_minibatches=2)
+    )
     algo = config.build_algo()
     try:
         for _ in range(2):  # the observation statistics and weights move from their start

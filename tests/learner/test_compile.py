@@ -17,8 +17,12 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core import compiled_step
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.compiled_step import (AUTO_COMPILE_AFTER_STEPS, CompiledStep, losses_and_gradients,
-                                            resolve_compile)
+from rllib_geppo.core.compiled_step import (
+    AUTO_COMPILE_AFTER_STEPS,
+    CompiledStep,
+    losses_and_gradients,
+    resolve_compile,
+)
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER
 
@@ -27,7 +31,12 @@ TOL = 1e-5
 
 def build_learner(compile_learner):
     env = gym.make("Pendulum-v1")
-    return GePPOConfig().environment("Pendulum-v1").training(compile_learner=compile_learner).build_learner(env=env)
+    return (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .training(compile_learner=compile_learner)
+        .build_learner(env=env)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +55,12 @@ def same_start(compiled, eager) -> None:
 def minibatch(rows: int, seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
     return {
-        C.OBS: torch.randn(rows, 3, generator=g), C.ACTIONS: 2 * torch.randn(rows, 1, generator=g),
+        C.OBS: torch.randn(rows, 3, generator=g),
+        C.ACTIONS: 2 * torch.randn(rows, 1, generator=g),
         C.BEHAVIOUR_LOGP: torch.randn(rows, generator=g) - 1.5,
         C.CENTER: torch.exp(0.1 * torch.randn(rows, generator=g)),
-        C.ADVANTAGES: torch.randn(rows, generator=g), C.VALUE_TARGETS: torch.randn(rows, generator=g),
+        C.ADVANTAGES: torch.randn(rows, generator=g),
+        C.VALUE_TARGETS: torch.randn(rows, generator=g),
         C.SAMPLE_WEIGHTS: torch.rand(rows, generator=g) + 0.5,
     }
 
@@ -108,8 +119,16 @@ def test_an_update_agrees_too(learners):
     compiled, eager = learners
     same_start(compiled, eager)
     data = minibatch(256, seed=99)
-    inputs = UpdateInputs(policy_lr=2e-4, clip_eps=0.07, weights_by_version={0: 1.0}, reward_scale=1.0,
-                          obs_mean=np.zeros(3), obs_std=np.ones(3), minibatches_per_epoch=4, shuffle_seed=5)
+    inputs = UpdateInputs(
+        policy_lr=2e-4,
+        clip_eps=0.07,
+        weights_by_version={0: 1.0},
+        reward_scale=1.0,
+        obs_mean=np.zeros(3),
+        obs_std=np.ones(3),
+        minibatches_per_epoch=4,
+        shuffle_seed=5,
+    )
     results = []
     for learner in learners:
         results.append(learner.run_epochs(DEFAULT_MODULE_ID, data, inputs))  # the same shuffles
@@ -189,7 +208,9 @@ def test_a_failed_compile_falls_back_to_eager_with_one_warning(caplog, via):
     with caplog.at_level(logging.WARNING, logger=compiled_step.__name__), config:
         for _ in range(2):
             losses, grad = step(x)
-            torch.testing.assert_close(losses, torch.stack([(weight * x).sum(), (weight ** 2 * x).sum()]).detach())
+            torch.testing.assert_close(
+                losses, torch.stack([(weight * x).sum(), (weight**2 * x).sum()]).detach()
+            )
             torch.testing.assert_close(grad, x + 2 * weight.detach() * x)
     assert not step.compiled
     warnings = [r.getMessage() for r in caplog.records if r.name == compiled_step.__name__]
@@ -211,12 +232,15 @@ def test_functional_gradients_match_backward_and_compile_after_the_eager_calls()
 def test_the_steps_of_more_modules_than_dynamos_cache_cap_all_compile():
     """One function, one step per module (as the learner's, the module id bound in): each
     step's compile adds a cache entry, and dynamo caps them at recompile_limit."""
+
     def step_of(module_id: str, x: torch.Tensor) -> torch.Tensor:
         return (x * len(module_id)).sin().sum()
 
     modules = [f"agent_{i}" for i in range(torch._dynamo.config.recompile_limit + 2)]
-    steps = [CompiledStep(functools.partial(step_of, m), functools.partial(step_of, m), compile_after=0)
-             for m in modules]
+    steps = [
+        CompiledStep(functools.partial(step_of, m), functools.partial(step_of, m), compile_after=0)
+        for m in modules
+    ]
     x = torch.randn(4)
     for module_id, step in zip(modules, steps):
         torch.testing.assert_close(step(x), step_of(module_id, x))
@@ -232,6 +256,10 @@ def test_auto_compiles_later_and_bad_values_are_named():
     with pytest.raises(ValueError, match="compile_learner"):
         GePPOConfig().environment("Pendulum-v1").training(compile_learner=1).validate()
     with pytest.raises(ValueError, match="compile_learner=True` runs on the new API stack only"):
-        (GePPOConfig().api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
-         .environment("Pendulum-v1").training(compile_learner=True).validate())
-
+        (
+            GePPOConfig()
+            .api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+            .environment("Pendulum-v1")
+            .training(compile_learner=True)
+            .validate()
+        )

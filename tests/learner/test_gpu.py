@@ -15,7 +15,6 @@ import pytest
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from helpers import METRICS
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, lay_out
@@ -23,13 +22,16 @@ from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.core.vtrace import vtrace_gae_segments
 from rllib_geppo.learner.learner import OPTIMIZER
 
+from helpers import METRICS
+
 DEVICE = os.environ.get("GEPPO_TEST_DEVICE", "cuda")
 GPUS = 1 if DEVICE == "cuda" else 0
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(),
-                       reason="needs a CUDA device (none found)"),
+    pytest.mark.skipif(
+        DEVICE == "cuda" and not torch.cuda.is_available(), reason="needs a CUDA device (none found)"
+    ),
 ]
 
 
@@ -38,28 +40,43 @@ def hopper_layout(seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     chunks = []
     for steps, terminated, version in ((40, True, 5), (64, False, 6), (23, False, 7)):
-        chunks.append(Segment(obs=rng.normal(size=(steps + 1, 11)).astype(np.float32),
-                              actions=rng.uniform(-1.2, 1.2, size=(steps, 3)).astype(np.float32),
-                              rewards=rng.normal(1.0, 2.0, size=steps).astype(np.float32),
-                              behaviour_logp=rng.normal(-3.0, 0.5, size=steps).astype(np.float32),
-                              versions=np.full(steps, version), terminated=terminated))
+        chunks.append(
+            Segment(
+                obs=rng.normal(size=(steps + 1, 11)).astype(np.float32),
+                actions=rng.uniform(-1.2, 1.2, size=(steps, 3)).astype(np.float32),
+                rewards=rng.normal(1.0, 2.0, size=steps).astype(np.float32),
+                behaviour_logp=rng.normal(-3.0, 0.5, size=steps).astype(np.float32),
+                versions=np.full(steps, version),
+                terminated=terminated,
+            )
+        )
     return lay_out(chunks)
 
 
-INPUTS = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={5: 0.5, 6: 1.0, 7: 1.5},
-                      reward_scale=3.0, obs_mean=np.full(11, 0.1, np.float32),
-                      obs_std=np.full(11, 2.0, np.float32), minibatches_per_epoch=1, shuffle_seed=0)
+INPUTS = UpdateInputs(
+    policy_lr=3e-4,
+    clip_eps=0.1,
+    weights_by_version={5: 0.5, 6: 1.0, 7: 1.5},
+    reward_scale=3.0,
+    obs_mean=np.full(11, 0.1, np.float32),
+    obs_std=np.full(11, 2.0, np.float32),
+    minibatches_per_epoch=1,
+    shuffle_seed=0,
+)
 
 
 def test_vtrace_on_cuda_equals_cpu():
     g = torch.Generator().manual_seed(0)
-    args = {name: torch.randn(300, generator=g) for name in
-            ("rewards", "values", "next_values", "behaviour_logp", "target_logp")}
+    args = {
+        name: torch.randn(300, generator=g)
+        for name in ("rewards", "values", "next_values", "behaviour_logp", "target_logp")
+    }
     args["terminateds"] = torch.rand(300, generator=g) < 0.05
     lengths = [120, 80, 100]
     cpu = vtrace_gae_segments(**args, lengths=lengths, gamma=0.995, lambda_=0.97)
-    gpu = vtrace_gae_segments(**{k: v.to(DEVICE) for k, v in args.items()}, lengths=lengths,
-                              gamma=0.995, lambda_=0.97)
+    gpu = vtrace_gae_segments(
+        **{k: v.to(DEVICE) for k, v in args.items()}, lengths=lengths, gamma=0.995, lambda_=0.97
+    )
     for ours, theirs in zip(gpu, cpu):
         assert ours.device.type == DEVICE
         torch.testing.assert_close(ours.cpu(), theirs, rtol=1e-5, atol=1e-5)
@@ -96,25 +113,37 @@ def test_compiled_step_on_cuda_equals_the_eager_cpu_step_and_skips_nan_on_the_de
     learner over several steps, and a NaN step leaves weights and Adam state as they were."""
     env = gym.make("Hopper-v5")
     cpu = GePPOConfig().environment("Hopper-v5").training(compile_learner=False).build_learner(env=env)
-    gpu = (GePPOConfig().environment("Hopper-v5").training(compile_learner=True)
-           .learners(num_gpus_per_learner=GPUS).build_learner(env=env))
+    gpu = (
+        GePPOConfig()
+        .environment("Hopper-v5")
+        .training(compile_learner=True)
+        .learners(num_gpus_per_learner=GPUS)
+        .build_learner(env=env)
+    )
     gpu.module[DEFAULT_MODULE_ID].load_state_dict(cpu.module[DEFAULT_MODULE_ID].state_dict())
-    data = {name: learner.prepare_update(DEFAULT_MODULE_ID, hopper_layout(), INPUTS)
-            for name, learner in (("cpu", cpu), ("gpu", gpu))}
+    data = {
+        name: learner.prepare_update(DEFAULT_MODULE_ID, hopper_layout(), INPUTS)
+        for name, learner in (("cpu", cpu), ("gpu", gpu))
+    }
     for _ in range(5):
         (cpu_losses, _), (gpu_losses, gpu_finite) = (
             learner.minibatch_step(DEFAULT_MODULE_ID, data[name], INPUTS.clip_eps)
-            for name, learner in (("cpu", cpu), ("gpu", gpu)))
+            for name, learner in (("cpu", cpu), ("gpu", gpu))
+        )
         assert bool(gpu_finite) and gpu_losses.device.type == DEVICE
         torch.testing.assert_close(gpu_losses.cpu(), cpu_losses, rtol=1e-4, atol=1e-5)
     assert gpu.gradient_step(DEFAULT_MODULE_ID).compiled
     cpu_params = dict(cpu.module[DEFAULT_MODULE_ID].named_parameters())
     for name, param in gpu.module[DEFAULT_MODULE_ID].named_parameters():
-        torch.testing.assert_close(param.detach().cpu(), cpu_params[name].detach(), rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(
+            param.detach().cpu(), cpu_params[name].detach(), rtol=1e-4, atol=1e-5, msg=name
+        )
 
     params = [p.detach().clone() for p in gpu.module[DEFAULT_MODULE_ID].parameters()]
     optimizer = gpu.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER)
-    state = [t.clone() for p in gpu.module[DEFAULT_MODULE_ID].parameters() for t in optimizer.state[p].values()]
+    state = [
+        t.clone() for p in gpu.module[DEFAULT_MODULE_ID].parameters() for t in optimizer.state[p].values()
+    ]
     data["gpu"][C.ADVANTAGES][3] = float("nan")
     _, finite = gpu.minibatch_step(DEFAULT_MODULE_ID, data["gpu"], INPUTS.clip_eps)
     assert not bool(finite)
@@ -129,9 +158,14 @@ def learner_module_state(algo: GePPO) -> dict:
 
 
 def gpu_config() -> GePPOConfig:
-    return (GePPOConfig().environment("Hopper-v5").env_runners(num_env_runners=2)
-            .learners(num_learners=1, num_gpus_per_learner=GPUS).debugging(seed=0)
-            .training(train_batch_size_per_learner=512))
+    return (
+        GePPOConfig()
+        .environment("Hopper-v5")
+        .env_runners(num_env_runners=2)
+        .learners(num_learners=1, num_gpus_per_learner=GPUS)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=512)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +205,9 @@ def test_every_update_tensor_lives_on_the_gpu(gpu_run):
 def test_gpu_checkpoint_restores_on_cpu(gpu_run, tmp_path):
     algo, _ = gpu_run
     algo.save_to_path(str(tmp_path))
-    cpu_algo = (gpu_config().learners(num_learners=0, num_gpus_per_learner=0)
-                .env_runners(num_env_runners=1)).build_algo()
+    cpu_algo = (
+        gpu_config().learners(num_learners=0, num_gpus_per_learner=0).env_runners(num_env_runners=1)
+    ).build_algo()
     try:
         cpu_algo.restore_from_path(str(tmp_path))
         ours, theirs = learner_module_state(cpu_algo), learner_module_state(algo)
@@ -180,7 +215,9 @@ def test_gpu_checkpoint_restores_on_cpu(gpu_run, tmp_path):
         for key in theirs:
             np.testing.assert_allclose(np.asarray(ours[key]), np.asarray(theirs[key]), rtol=1e-6)
         assert cpu_algo.module_state().policy_lr == algo.module_state().policy_lr
-        assert [b.version for b in cpu_algo.module_state().store.batches] == [b.version for b in algo.module_state().store.batches]
+        assert [b.version for b in cpu_algo.module_state().store.batches] == [
+            b.version for b in algo.module_state().store.batches
+        ]
         result = cpu_algo.train()
         assert math.isfinite(result["learners"][DEFAULT_MODULE_ID]["tv"])
         assert cpu_algo.module_state().store.ages(cpu_algo.policy_version - 1)[:2] == [0, 1]

@@ -16,11 +16,12 @@ import torch
 from ray.rllib.core import COMPONENT_LEARNER_GROUP, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_MODULE_STEPS_TRAINED
 
-from helpers import METRICS
 from rllib_geppo import GePPOConfig
 from rllib_geppo.algorithm.geppo import COMPONENT_GEPPO
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.minibatches import learner_slice, minibatch_shape
+
+from helpers import METRICS
 
 STEPS_PER_ITERATION = 768  # 384 per env: a HalfCheetah episode spans 3 iterations
 EPOCHS, MINIBATCHES = 2, 5  # 1,536 stored rows: 5 minibatches of 307, the rest sits out
@@ -31,13 +32,19 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 def config(env: str, num_learners: int) -> GePPOConfig:
     """n = 768 new steps per iteration, whatever the number of learners."""
-    return (GePPOConfig()
-            .environment(env)
-            .env_runners(num_env_runners=1, num_envs_per_env_runner=2)
-            .learners(num_learners=num_learners)
-            .debugging(seed=0)
-            .training(train_batch_size_per_learner=STEPS_PER_ITERATION // max(1, num_learners),
-                      num_epochs=EPOCHS, num_minibatches=MINIBATCHES, overlap_sampling=False))
+    return (
+        GePPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=2)
+        .learners(num_learners=num_learners)
+        .debugging(seed=0)
+        .training(
+            train_batch_size_per_learner=STEPS_PER_ITERATION // max(1, num_learners),
+            num_epochs=EPOCHS,
+            num_minibatches=MINIBATCHES,
+            overlap_sampling=False,
+        )
+    )
 
 
 @pytest.fixture(scope="module", params=[("HalfCheetah-v5", 3), ("CartPole-v1", 2)], ids=str)
@@ -70,8 +77,14 @@ def local_weights(algo) -> list[torch.Tensor]:
 
 
 def remote_weights(algo) -> list[list[torch.Tensor]]:
-    return [call.get() for call in algo.learner_group.foreach_learner(
-        lambda learner: [p.detach().clone() for p in learner.module[DEFAULT_MODULE_ID].unwrapped().parameters()])]
+    return [
+        call.get()
+        for call in algo.learner_group.foreach_learner(
+            lambda learner: [
+                p.detach().clone() for p in learner.module[DEFAULT_MODULE_ID].unwrapped().parameters()
+            ]
+        )
+    ]
 
 
 def metric(result: dict, key: str) -> float:
@@ -109,8 +122,12 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
         assert algo.stores.update_inputs(DEFAULT_MODULE_ID).shuffle_seed == inputs.shuffle_seed
         [reference] = one_learner.update_learner_group({DEFAULT_MODULE_ID: inputs})
         results = algo.update_learner_group({DEFAULT_MODULE_ID: inputs})
-        compiled = [call.get() for call in algo.learner_group.foreach_learner(
-            lambda learner: learner.gradient_step(DEFAULT_MODULE_ID).compiled)]
+        compiled = [
+            call.get()
+            for call in algo.learner_group.foreach_learner(
+                lambda learner: learner.gradient_step(DEFAULT_MODULE_ID).compiled
+            )
+        ]
         assert compiled == [compile_learner] * num_learners
 
         # Every learner: one learner's step count, on its slice of every global minibatch.
@@ -119,7 +136,8 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
         assert steps_and_rows(reference) == (EPOCHS * steps, EPOCHS * steps * size)
         slices = [learner_slice(size, rank, num_learners) for rank in range(num_learners)]
         assert sorted(steps_and_rows(r) for r in results) == sorted(
-            (EPOCHS * steps, EPOCHS * steps * (s.stop - s.start)) for s in slices)
+            (EPOCHS * steps, EPOCHS * steps * (s.stop - s.start)) for s in slices
+        )
         assert max(s.stop - s.start for s in slices) - min(s.stop - s.start for s in slices) <= 1
 
         # The same weights as one learner, on every learner, and the same TV.
@@ -142,9 +160,16 @@ def test_learners_take_one_learners_steps_and_then_train(one_learner, num_learne
         # step, the losses report zero, not NaN, and the weights stay.
         store = algo.module_state().store
         segment = store.batches[-1].segments[0]
-        one_step = dataclasses.replace(segment, obs=segment.obs[:2], actions=segment.actions[:1],
-                                       rewards=segment.rewards[:1], behaviour_logp=segment.behaviour_logp[:1],
-                                       versions=segment.versions[:1], terminated=False, truncated=False)
+        one_step = dataclasses.replace(
+            segment,
+            obs=segment.obs[:2],
+            actions=segment.actions[:1],
+            rewards=segment.rewards[:1],
+            behaviour_logp=segment.behaviour_logp[:1],
+            versions=segment.versions[:1],
+            terminated=False,
+            truncated=False,
+        )
         store.set_state({"capacity": store.capacity, "batches": [[one_step]]})
         results = algo.update_learner_group({DEFAULT_MODULE_ID: algo.stores.update_inputs(DEFAULT_MODULE_ID)})
         assert [steps_and_rows(r) for r in results] == [(0, 0)] * num_learners
@@ -168,11 +193,17 @@ def test_the_shuffle_seed_follows_the_trial_seed_and_the_version(one_learner):
     assert isinstance(seed, int) and np.iinfo(np.uint32).min <= seed <= np.iinfo(np.uint32).max
 
 
-@pytest.mark.parametrize("runners,envs,n,per_env", [
-    (0, 2, 1024, 512), (1, 2, 1024, 512), (4, 2, 4096, 512), (16, 2, 16384, 512), (2, 1, 2048, 1024)])
+@pytest.mark.parametrize(
+    "runners,envs,n,per_env",
+    [(0, 2, 1024, 512), (1, 2, 1024, 512), (4, 2, 4096, 512), (16, 2, 16384, 512), (2, 1, 2048, 1024)],
+)
 def test_the_scale_rule_grows_n_with_the_samplers_and_keeps_each_envs_share(runners, envs, n, per_env):
-    scaled = (GePPOConfig().environment("Pendulum-v1").training(train_batch_size_per_env_runner=1024)
-              .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs))
+    scaled = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .training(train_batch_size_per_env_runner=1024)
+        .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs)
+    )
     scaled.validate()
     assert scaled.total_train_batch_size == scaled.samples_per_iteration == n
     assert scaled.get_rollout_fragment_length(worker_index=1) == per_env
@@ -183,10 +214,14 @@ def test_the_scale_rule_grows_n_with_the_samplers_and_keeps_each_envs_share(runn
 
 
 def test_three_env_runners_each_collect_their_share_under_the_scale_rule():
-    algo = (GePPOConfig().environment("Pendulum-v1")
-            .env_runners(num_env_runners=3, num_envs_per_env_runner=1)
-            .training(train_batch_size_per_env_runner=128, num_epochs=1, num_minibatches=4)
-            .debugging(seed=0).build_algo())
+    algo = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .env_runners(num_env_runners=3, num_envs_per_env_runner=1)
+        .training(train_batch_size_per_env_runner=128, num_epochs=1, num_minibatches=4)
+        .debugging(seed=0)
+        .build_algo()
+    )
     try:
         result = algo.train()
         assert result["num_env_steps_sampled_lifetime"] == 3 * 128
@@ -200,13 +235,16 @@ def test_three_env_runners_each_collect_their_share_under_the_scale_rule():
 def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
     """A restored run draws the shuffles the original would have drawn and reseeds restarted
     EnvRunners past the seeds already used, also when no seed was set."""
+
     def unseeded():
         return config("CartPole-v1", 0).debugging(seed=None).env_runners(num_env_runners=0).build_algo()
 
     original, restored = unseeded(), unseeded()
     try:
         original._env_runner_restarts = {(False, 1): 2}
-        assert restored.stores.shuffle_seed() != original.stores.shuffle_seed()  # two draws of the OS's entropy
+        assert (
+            restored.stores.shuffle_seed() != original.stores.shuffle_seed()
+        )  # two draws of the OS's entropy
         restored.set_state(original.get_state(components=[COMPONENT_GEPPO]))
         assert restored.stores.shuffle_seed() == original.stores.shuffle_seed()
         assert restored._env_runner_restarts == {(False, 1): 2}
@@ -215,13 +253,19 @@ def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
         restored.stop()
 
 
-@pytest.mark.parametrize("space,multi_agent,flatten", [
-    ("box", False, []), ("dict", False, None),
-    ("agents", True, ["b"]),  # agent a's Box stays, agent b's Dict is flattened
-])
+@pytest.mark.parametrize(
+    "space,multi_agent,flatten",
+    [
+        ("box", False, []),
+        ("dict", False, None),
+        ("agents", True, ["b"]),  # agent a's Box stays, agent b's Dict is flattened
+    ],
+)
 def test_only_agents_without_box_observations_are_flattened(space, multi_agent, flatten):
     import gymnasium as gym
+
     from rllib_geppo.sampling.pipelines import _agents_to_flatten
+
     box, dict_ = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,))})
     spaces = {"box": box, "dict": dict_, "agents": gym.spaces.Dict({"a": box, "b": dict_})}
     assert _agents_to_flatten(spaces[space], multi_agent) == flatten

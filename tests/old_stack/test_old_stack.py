@@ -18,13 +18,15 @@ from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
 from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID
 from torch import nn
 
-from helpers import METRICS, check_lr_rule, check_run_metrics
 from rllib_geppo import GePPO, GePPOConfig, GePPOTorchPolicy
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.objective import adapt_lr, standardize_advantages
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.training_step import batch_segments
+
+from helpers import METRICS, check_lr_rule, check_run_metrics
+
 RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
 
 
@@ -38,8 +40,13 @@ def old_stack(config: GePPOConfig) -> GePPOConfig:
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
     """The defaults (2 envs on one RolloutWorker) on the old stack, with a small batch and few
     gradient steps."""
-    return old_stack(GePPOConfig().environment(env).env_runners(num_env_runners=1).debugging(seed=0)
-                     .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training))
+    return old_stack(
+        GePPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4, **training)
+    )
 
 
 def learner_stats(result: dict) -> dict:
@@ -57,12 +64,17 @@ def test_old_stack_selects_the_geppo_policy():
 
 def chunks(rng: np.random.Generator) -> list[Segment]:
     """Two Pendulum trajectory chunks from different policy versions: one terminated, one cut."""
-    return [Segment(obs=(rng.normal(size=(steps + 1, 3)) * 2 + 1).astype(np.float32),
-                    actions=rng.normal(size=(steps, 1)).astype(np.float32),
-                    rewards=(rng.normal(size=steps) * 5).astype(np.float32),
-                    behaviour_logp=(rng.normal(size=steps) * 0.3 - 1.5).astype(np.float32),
-                    versions=np.full(steps, version), terminated=terminated)
-            for steps, terminated, version in ((7, True, 3), (5, False, 4))]
+    return [
+        Segment(
+            obs=(rng.normal(size=(steps + 1, 3)) * 2 + 1).astype(np.float32),
+            actions=rng.normal(size=(steps, 1)).astype(np.float32),
+            rewards=(rng.normal(size=steps) * 5).astype(np.float32),
+            behaviour_logp=(rng.normal(size=steps) * 0.3 - 1.5).astype(np.float32),
+            versions=np.full(steps, version),
+            terminated=terminated,
+        )
+        for steps, terminated, version in ((7, True, 3), (5, False, 4))
+    ]
 
 
 @pytest.mark.parametrize("entropy_coeff", [0.0, 0.5])
@@ -75,9 +87,16 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
     policy = GePPOTorchPolicy(env.observation_space, env.action_space, old_stack(config).to_dict())
     policy.model.module.load_state_dict(module.state_dict())
     layout = lay_out(chunks(np.random.default_rng(0)))
-    inputs = UpdateInputs(policy_lr=3e-4, clip_eps=0.1, weights_by_version={3: 0.8, 4: 1.3},
-                          reward_scale=2.0, obs_mean=np.zeros(3), obs_std=np.ones(3),
-                          minibatches_per_epoch=1, shuffle_seed=0)
+    inputs = UpdateInputs(
+        policy_lr=3e-4,
+        clip_eps=0.1,
+        weights_by_version={3: 0.8, 4: 1.3},
+        reward_scale=2.0,
+        obs_mean=np.zeros(3),
+        obs_std=np.ones(3),
+        minibatches_per_epoch=1,
+        shuffle_seed=0,
+    )
 
     new = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
     policy.begin_update(inputs)
@@ -87,8 +106,10 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
     assert (old[C.CENTER] - 1).abs().min() > 1e-3  # real V-trace traces
 
     # The new stack standardises the advantages of every minibatch of an epoch before its steps.
-    minibatch = {**new, C.ADVANTAGES: standardize_advantages(new[C.ADVANTAGES], new[C.CENTER],
-                                                             new[C.SAMPLE_WEIGHTS])}
+    minibatch = {
+        **new,
+        C.ADVANTAGES: standardize_advantages(new[C.ADVANTAGES], new[C.CENTER], new[C.SAMPLE_WEIGHTS]),
+    }
     new_loss = sum(learner.minibatch_losses(DEFAULT_MODULE_ID, minibatch, inputs.clip_eps))
     old_loss = sum(policy.loss(policy.model, policy.dist_class, old))
     torch.testing.assert_close(old_loss, new_loss, rtol=1e-5, atol=1e-7)
@@ -130,7 +151,9 @@ def test_policy_lr_follows_the_tv_rule(pendulum_run):
     algo, results = pendulum_run
     stats = [learner_stats(r) for r in results]
     check_lr_rule(stats)
-    assert algo.module_state().policy_lr == pytest.approx(adapt_lr(stats[-1]["policy_lr"], stats[-1]["tv"], 0.1))
+    assert algo.module_state().policy_lr == pytest.approx(
+        adapt_lr(stats[-1]["policy_lr"], stats[-1]["tv"], 0.1)
+    )
 
 
 def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
@@ -146,7 +169,9 @@ def test_targets_are_recomputed_under_the_current_policy(pendulum_run):
     fresh = fresh.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
     fresh_layout = lay_out(batch_segments(fresh, version=0))
     inputs = algo.stores.update_inputs(DEFAULT_MODULE_ID)
-    batch = policy.compute_targets(fresh_layout, UpdateInputs(**{**vars(inputs), "weights_by_version": {0: 1.0}}))
+    batch = policy.compute_targets(
+        fresh_layout, UpdateInputs(**{**vars(inputs), "weights_by_version": {0: 1.0}})
+    )
     moved = (batch[C.CENTER] - 1).abs() > 1e-5
     assert moved.sum() <= algo.config.num_envs_per_env_runner
     layout = algo.module_state().store.update_layout()
@@ -166,9 +191,13 @@ def test_checkpoint_round_trip(pendulum_run, tmp_path):
     restored = Algorithm.from_checkpoint(str(tmp_path))
     try:
         assert restored.module_state().policy_lr == algo.module_state().policy_lr
-        assert [b.version for b in restored.module_state().store.batches] == [b.version for b in algo.module_state().store.batches]
+        assert [b.version for b in restored.module_state().store.batches] == [
+            b.version for b in algo.module_state().store.batches
+        ]
         np.testing.assert_allclose(restored.module_state().obs_stats.mean, algo.module_state().obs_stats.mean)
-        np.testing.assert_allclose(restored.module_state().return_stats.var, algo.module_state().return_stats.var)
+        np.testing.assert_allclose(
+            restored.module_state().return_stats.var, algo.module_state().return_stats.var
+        )
         before, after = algo.get_policy().get_weights(), restored.get_policy().get_weights()
         for key in before:  # includes the model's observation statistics
             np.testing.assert_allclose(after[key], before[key])
@@ -203,8 +232,11 @@ class TwoBranchModel(TorchModelV2, nn.Module):
 
 def test_custom_model_v2_trains_with_its_own_value_optimizer():
     ModelCatalog.register_custom_model("geppo_two_branch", TwoBranchModel)
-    config = small_config("CartPole-v1").env_runners(num_env_runners=0).training(
-        model={"custom_model": "geppo_two_branch"})
+    config = (
+        small_config("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .training(model={"custom_model": "geppo_two_branch"})
+    )
     algo = config.build_algo()
     try:
         policy = algo.get_policy()
@@ -218,8 +250,9 @@ def test_custom_model_v2_trains_with_its_own_value_optimizer():
         algo.stop()
 
 
-@pytest.mark.parametrize("setting,value", [("overlap_sampling", True), ("grad_clip_scope", "all"),
-                                           ("stagger_starts", True)])
+@pytest.mark.parametrize(
+    "setting,value", [("overlap_sampling", True), ("grad_clip_scope", "all"), ("stagger_starts", True)]
+)
 def test_new_stack_only_settings_are_rejected_before_ray_starts(setting, value):
     config = old_stack(GePPOConfig().environment("Pendulum-v1")).training(**{setting: value})
     with pytest.raises(ValueError, match=f"`{setting}={value!r}` runs on the new API stack only"):
@@ -253,8 +286,12 @@ geppo-old-stack:
 def test_rllib_train_file_runs_the_old_stack(tmp_path):
     yaml_file = tmp_path / "old.yaml"
     yaml_file.write_text(OLD_STACK_YAML)
-    proc = subprocess.run([str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--storage-path",
-                           str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (trial_dir,) = (tmp_path / "results" / "old").glob("geppo-old-stack_*")
     results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]

@@ -40,16 +40,24 @@ def nest(flat: dict[str, float]) -> dict:
     return nested
 
 
-def write_trial(root: Path, algo: str, env: str, seed: int, params: dict, steps, returns,
-                steps_per_s: float, tv: float | None = None) -> Path:
+def write_trial(
+    root: Path,
+    algo: str,
+    env: str,
+    seed: int,
+    params: dict,
+    steps,
+    returns,
+    steps_per_s: float,
+    tv: float | None = None,
+) -> Path:
     """A Tune-like trial folder: params.json and one result.json line per iteration."""
     trial = root / f"{algo}_{env}_abcde_{seed:05d}_{seed}_seed={seed}_2026-01-01_00-00-00"
     trial.mkdir(parents=True)
     (trial / "params.json").write_text(json.dumps({"env": env, "seed": seed, **params}))
     lines = []
     for i, (s, r) in enumerate(zip(steps, returns), start=1):
-        flat = {"training_iteration": i, STEPS_KEY: s, RETURN_KEY: r,
-                TIME_KEY: s / steps_per_s}
+        flat = {"training_iteration": i, STEPS_KEY: s, RETURN_KEY: r, TIME_KEY: s / steps_per_s}
         if tv is not None:
             flat |= {TV_KEY: tv, TV_TARGET_KEY: 0.05}
         lines.append(json.dumps(nest(flat)))
@@ -68,8 +76,9 @@ def write_results(tmp_path: Path) -> Path:
     gappy = linear(0.2, 0, GEPPO_STEPS)
     gappy[4] = float("nan")  # no episode ended in that iteration: skipped, the line stays exact
     write_trial(root, "GePPO", "Hopper-v5", 0, GEPPO, GEPPO_STEPS, gappy, 500, tv=0.04)
-    write_trial(root, "GePPO", "Hopper-v5", 1, GEPPO, GEPPO_STEPS, linear(0.2, 200, GEPPO_STEPS),
-                500, tv=0.06)
+    write_trial(
+        root, "GePPO", "Hopper-v5", 1, GEPPO, GEPPO_STEPS, linear(0.2, 200, GEPPO_STEPS), 500, tv=0.06
+    )
     write_trial(root, "GePPO", "Hopper-v5", 2, PPO, PPO_STEPS, linear(0.1, 0, PPO_STEPS), 1000)
     write_trial(root, "GePPO", "Hopper-v5", 3, PPO, PPO_STEPS, linear(0.1, 100, PPO_STEPS), 1000)
     return tmp_path / "results"
@@ -80,8 +89,16 @@ def sweep(root: Path, settings: dict[str, dict], seeds=(0, 1)) -> None:
     settings): each settings' avg is 650 + 100 * index."""
     for index, (name, params) in enumerate(settings.items()):
         for seed in seeds:
-            write_trial(root / name, "GePPO", "Hopper-v5", seed, GEPPO | params, PPO_STEPS,
-                        linear(0.1, 100 * (seed + index), PPO_STEPS), 500)
+            write_trial(
+                root / name,
+                "GePPO",
+                "Hopper-v5",
+                seed,
+                GEPPO | params,
+                PPO_STEPS,
+                linear(0.1, 100 * (seed + index), PPO_STEPS),
+                500,
+            )
 
 
 def run_cli(*args: str) -> int:

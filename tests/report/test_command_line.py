@@ -10,7 +10,6 @@ import pytest
 
 from report_helpers import as_float, assert_png, read_rows, run_cli, write_results
 
-
 # ----------------------------------------------------------------------------- usage errors
 
 
@@ -44,13 +43,25 @@ def test_report_reads_a_real_tune_run(local_ray, tmp_path: Path):
 
     """A 2 lr x 2 seed sweep: two rows of two seeds, nothing else in Tune's records told apart."""
     batch = 256
-    config = (PPOConfig().environment("Pendulum-v1").env_runners(num_env_runners=0)
-              .training(train_batch_size_per_learner=batch, minibatch_size=64, num_epochs=1,
-                        lr=tune.grid_search([1e-4, 1e-3]))
-              .debugging(seed=tune.grid_search([0, 1])))
-    tuner = tune.Tuner("PPO", param_space=config, run_config=tune.RunConfig(
-        storage_path=str(tmp_path / "results"), name="pendulum",
-        stop={"training_iteration": 2}, verbose=0))
+    config = (
+        PPOConfig()
+        .environment("Pendulum-v1")
+        .env_runners(num_env_runners=0)
+        .training(
+            train_batch_size_per_learner=batch,
+            minibatch_size=64,
+            num_epochs=1,
+            lr=tune.grid_search([1e-4, 1e-3]),
+        )
+        .debugging(seed=tune.grid_search([0, 1]))
+    )
+    tuner = tune.Tuner(
+        "PPO",
+        param_space=config,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "results"), name="pendulum", stop={"training_iteration": 2}, verbose=0
+        ),
+    )
     assert not tuner.fit().errors
     out = tmp_path / "out"
     assert run_cli(tmp_path / "results", "--out", out) == 0

@@ -75,10 +75,14 @@ def test_step_grid_holds_every_knot_within_range():
 
 
 def test_return_at_time_is_empty_when_runs_share_no_window_of_time():
-    fast = Run(steps=np.array([256.0, 512.0, 768.0]), returns=np.array([-900.0, -800.0, -800.0]),
-               time_s=np.array([0.2, 0.4, 2.5]))
-    slow = Run(steps=np.array([256.0, 512.0]), returns=np.array([-700.0, -600.0]),
-               time_s=np.array([1.0, 2.0]))
+    fast = Run(
+        steps=np.array([256.0, 512.0, 768.0]),
+        returns=np.array([-900.0, -800.0, -800.0]),
+        time_s=np.array([0.2, 0.4, 2.5]),
+    )
+    slow = Run(
+        steps=np.array([256.0, 512.0]), returns=np.array([-700.0, -600.0]), time_s=np.array([1.0, 2.0])
+    )
     # Up to 0.4 s only the fast run has reported: the slow one starts at 1.0 s.
     grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=0.4)
     assert grid.size == 0 and bands == {}

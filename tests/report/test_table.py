@@ -39,27 +39,51 @@ def test_table_values_known_by_hand(results: Path, tmp_path: Path):
     geppo, ppo = rows["Hopper-v5", "GePPO"], rows["Hopper-v5", "PPO"]
     # At equal wall-clock: PPO (1000 env steps/s) reaches the budget in T = 10 s, when GePPO
     # (500/s) is at 5000 steps: R = 1000 and 1200 -> 1100 +- 100; PPO's R at 10 s is its final.
-    expected_geppo = {"seeds": 2, "budget": 10000, "avg": 1300, "avg_se": 100, "final": 2100,
-                      "final_se": 100, "avg_vs_baseline_pct": 100, "final_vs_baseline_pct": 100,
-                      # differences in standard errors of the difference: 650 / 111.8, 1050 / 111.8
-                      "avg_vs_baseline_se": 650 / math.hypot(100, 50),
-                      "final_vs_baseline_se": 1050 / math.hypot(100, 50),
-                      "steps_to_baseline_final": 4750, "env_steps_per_s": 500,
-                      "time_to_baseline_final_s": 9.5, "return_at_time": 1100,
-                      "return_at_time_se": 100, "time_budget_s": 10}
-    expected_ppo = {"seeds": 2, "avg": 650, "avg_se": 50, "final": 1050, "final_se": 50,
-                    "steps_to_baseline_final": 10000, "env_steps_per_s": 1000,
-                    "time_to_baseline_final_s": 10.0, "return_at_time": 1050, "time_budget_s": 10}
+    expected_geppo = {
+        "seeds": 2,
+        "budget": 10000,
+        "avg": 1300,
+        "avg_se": 100,
+        "final": 2100,
+        "final_se": 100,
+        "avg_vs_baseline_pct": 100,
+        "final_vs_baseline_pct": 100,
+        # differences in standard errors of the difference: 650 / 111.8, 1050 / 111.8
+        "avg_vs_baseline_se": 650 / math.hypot(100, 50),
+        "final_vs_baseline_se": 1050 / math.hypot(100, 50),
+        "steps_to_baseline_final": 4750,
+        "env_steps_per_s": 500,
+        "time_to_baseline_final_s": 9.5,
+        "return_at_time": 1100,
+        "return_at_time_se": 100,
+        "time_budget_s": 10,
+    }
+    expected_ppo = {
+        "seeds": 2,
+        "avg": 650,
+        "avg_se": 50,
+        "final": 1050,
+        "final_se": 50,
+        "steps_to_baseline_final": 10000,
+        "env_steps_per_s": 1000,
+        "time_to_baseline_final_s": 10.0,
+        "return_at_time": 1050,
+        "time_budget_s": 10,
+    }
     for row, expected in ((geppo, expected_geppo), (ppo, expected_ppo)):
         for key, value in expected.items():
             assert as_float(row, key) == pytest.approx(value), key
     assert ppo["avg_vs_baseline_pct"] == ppo["final_vs_baseline_pct"] == ""
     table = (out / "table.md").read_text()
-    assert ("| Hopper-v5 | 0.01 | GePPO | 2 | 1,300 ± 100 | +100.0% (+5.81 s.e.) | 2,100 ± 100 "
-            "| +100.0% (+9.39 s.e.) "
-            "| 0.00475 | 10 s | 500 | 1,100 ± 100 | 10 s |") in table
-    assert ("| Hopper-v5 | 0.01 | PPO | 2 | 650 ± 50 | — | 1,050 ± 50 | — | 0.01 | 10 s "
-            "| 1,000 | 1,050 ± 50 | 10 s |") in table
+    assert (
+        "| Hopper-v5 | 0.01 | GePPO | 2 | 1,300 ± 100 | +100.0% (+5.81 s.e.) | 2,100 ± 100 "
+        "| +100.0% (+9.39 s.e.) "
+        "| 0.00475 | 10 s | 500 | 1,100 ± 100 | 10 s |"
+    ) in table
+    assert (
+        "| Hopper-v5 | 0.01 | PPO | 2 | 650 ± 50 | — | 1,050 ± 50 | — | 0.01 | 10 s "
+        "| 1,000 | 1,050 ± 50 | 10 s |"
+    ) in table
 
 
 def test_mean_gains_across_environments_known_by_hand(results: Path, tmp_path: Path):
@@ -73,12 +97,22 @@ def test_mean_gains_across_environments_known_by_hand(results: Path, tmp_path: P
     assert not (single / "mean_gains.csv").exists()
     walker = results / "walker"
     for seed, offset in ((0, 0), (1, 100)):
-        write_trial(walker, "GePPO", "Walker2d-v5", seed, GEPPO, GEPPO_STEPS,
-                    linear(0.1, offset, GEPPO_STEPS), 500)
-        write_trial(walker, "GePPO", "Walker2d-v5", seed + 2, PPO, PPO_STEPS,
-                    linear(0.1, offset, PPO_STEPS), 1000)
-    write_trial(results / "adapt", "GePPO", "Hopper-v5", 0, {**PPO, "adaptive_lr": True},
-                PPO_STEPS, linear(0.1, 0, PPO_STEPS), 1000)
+        write_trial(
+            walker, "GePPO", "Walker2d-v5", seed, GEPPO, GEPPO_STEPS, linear(0.1, offset, GEPPO_STEPS), 500
+        )
+        write_trial(
+            walker, "GePPO", "Walker2d-v5", seed + 2, PPO, PPO_STEPS, linear(0.1, offset, PPO_STEPS), 1000
+        )
+    write_trial(
+        results / "adapt",
+        "GePPO",
+        "Hopper-v5",
+        0,
+        {**PPO, "adaptive_lr": True},
+        PPO_STEPS,
+        linear(0.1, 0, PPO_STEPS),
+        1000,
+    )
     out = tmp_path / "out"
     assert run_cli(results, "--out", out) == 0
     with (out / "mean_gains.csv").open() as handle:
@@ -86,8 +120,11 @@ def test_mean_gains_across_environments_known_by_hand(results: Path, tmp_path: P
     assert set(gains) == {("GePPO", "PPO"), ("PPO", "GePPO")}
     for pair, mean_pct, above, below in ((("GePPO", "PPO"), 50, 1, 0), (("PPO", "GePPO"), -25, 0, 1)):
         assert float(gains[pair]["mean_pct"]) == pytest.approx(mean_pct)
-        assert (gains[pair]["envs"], gains[pair]["above"], gains[pair]["below"]) == \
-            ("2", str(above), str(below))
+        assert (gains[pair]["envs"], gains[pair]["above"], gains[pair]["below"]) == (
+            "2",
+            str(above),
+            str(below),
+        )
     table = (out / "table.md").read_text().split("## Across environments")[1]
     assert "| variant | vs GePPO | vs PPO | vs PPO-Adapt |" in table
     assert "| GePPO | — | +50.0% (1↑ 0↓) | n/a |" in table
@@ -103,8 +140,16 @@ def test_update_size_against_its_target_and_the_late_change(results: Path, tmp_p
     assert run_cli(results, "--out", out) == 0
     with (out / "stability.csv").open() as handle:
         rows = {r["variant"]: r for r in csv.DictReader(handle)}
-    expected = {"seeds": 2, "tv_last": 0.05, "tv_last_se": 0.01, "tv_target": 0.05,
-                "peak_start": 9200, "peak_end": 10000, "late_change": 0, "late_change_se": 0}
+    expected = {
+        "seeds": 2,
+        "tv_last": 0.05,
+        "tv_last_se": 0.01,
+        "tv_target": 0.05,
+        "peak_start": 9200,
+        "peak_end": 10000,
+        "late_change": 0,
+        "late_change_se": 0,
+    }
     for key, value in expected.items():
         assert as_float(rows["GePPO"], key) == pytest.approx(value), key
     assert rows["PPO"]["tv_last"] == rows["PPO"]["tv_target"] == ""
@@ -132,8 +177,12 @@ def test_trials_csv_holds_each_trials_figures_behind_its_row(results: Path, tmp_
     with (out / "trials.csv").open() as handle:
         trials = {(r["variant"], int(r["seed"])): r for r in csv.DictReader(handle)}
     # Lines 0.2 s + {0, 200} and 0.1 s + {0, 100}, averaged over the common grid, 2,000-10,000 env steps.
-    expected = {("GePPO", 0): (1200, 2000), ("GePPO", 1): (1400, 2200),
-                ("PPO", 2): (600, 1000), ("PPO", 3): (700, 1100)}
+    expected = {
+        ("GePPO", 0): (1200, 2000),
+        ("GePPO", 1): (1400, 2200),
+        ("PPO", 2): (600, 1000),
+        ("PPO", 3): (700, 1100),
+    }
     assert set(trials) == set(expected)
     for key, (avg, final) in expected.items():
         assert (float(trials[key]["avg"]), float(trials[key]["final"])) == pytest.approx((avg, final))
@@ -142,11 +191,12 @@ def test_trials_csv_holds_each_trials_figures_behind_its_row(results: Path, tmp_
 
 
 def test_without_the_baseline_the_comparison_columns_say_na(results: Path, tmp_path: Path):
-    write_trial(results / "exp", "GePPO", "Swimmer-v5", 0, GEPPO, GEPPO_STEPS,
-                linear(0.01, 0, GEPPO_STEPS), 500)
+    write_trial(
+        results / "exp", "GePPO", "Swimmer-v5", 0, GEPPO, GEPPO_STEPS, linear(0.01, 0, GEPPO_STEPS), 500
+    )
     out = tmp_path / "out"
     assert run_cli(results, "--out", out) == 0
-    line = next(l for l in (out / "table.md").read_text().splitlines() if "Swimmer-v5" in l)
+    line = next(text for text in (out / "table.md").read_text().splitlines() if "Swimmer-v5" in text)
     assert line.count("| n/a ") == 4
     assert read_rows(out)["Swimmer-v5", "GePPO"]["steps_to_baseline_final"] == ""
 
@@ -154,5 +204,7 @@ def test_without_the_baseline_the_comparison_columns_say_na(results: Path, tmp_p
 def test_a_baseline_split_by_its_settings_is_named(tmp_path: Path, caplog):
     sweep(tmp_path, {"slow": {"lr": 3e-4}, "fast": {"lr": 1e-3}})
     assert run_cli(tmp_path, "--baseline", "GePPO", "--out", tmp_path / "out") == 0
-    assert ("--baseline GePPO: its trials differ in settings and form the rows "
-            "'GePPO lr=0.0003', 'GePPO lr=0.001'") in caplog.text
+    assert (
+        "--baseline GePPO: its trials differ in settings and form the rows "
+        "'GePPO lr=0.0003', 'GePPO lr=0.001'"
+    ) in caplog.text

@@ -18,12 +18,13 @@ from ray.rllib.core.models.torch.encoder import TorchCNNEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
-from helpers import METRICS
 from rllib_geppo import GePPO, GePPOConfig, StackFrames
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.examples.cartpole_dict import MAX_EPISODE_STEPS, CartPoleDict
 from rllib_geppo.learner.learner import OPTIMIZER
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
+
+from helpers import METRICS
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners make this module's envs
 
@@ -32,9 +33,13 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def small(env, **env_config) -> GePPOConfig:
-    return (GePPOConfig().environment(env, env_config=env_config)
-            .env_runners(num_env_runners=1).debugging(seed=0)
-            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4))
+    return (
+        GePPOConfig()
+        .environment(env, env_config=env_config)
+        .env_runners(num_env_runners=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4)
+    )
 
 
 def train(config: GePPOConfig, iterations: int = 2) -> tuple[GePPO, dict]:
@@ -136,7 +141,8 @@ def test_a_users_own_rl_module_trains():
     """RLlib's PPO module, built by its catalog: values from compute_values, the critic's
     parameters (its non-inference attributes) with the value lr."""
     config = small("CartPole-v1").rl_module(
-        rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog))
+        rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+    )
     algo, _ = train(config)
     try:
         assert isinstance(module(algo), DefaultPPOTorchRLModule)
@@ -148,8 +154,9 @@ def test_a_users_own_rl_module_trains():
 
 class NoValuesModule(TorchRLModule):
     def setup(self):
-        self.net = GePPOTorchRLModule(observation_space=self.observation_space,
-                                      action_space=self.action_space, model_config={})
+        self.net = GePPOTorchRLModule(
+            observation_space=self.observation_space, action_space=self.action_space, model_config={}
+        )
 
     def _forward(self, batch, **kwargs):
         return self.net._forward(batch)
@@ -183,19 +190,36 @@ class UnnamedValueModule(GePPOTorchRLModule):
         return []
 
 
-@pytest.mark.parametrize("config,message", [
-    (small("CartPole-v1").rl_module(model_config={"use_lstm": True}), "feed-forward models only"),
-    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=RecurrentModule)),
-     "is recurrent"),
-    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=NoValuesModule)),
-     "does not implement RLlib's ValueFunctionAPI"),
-    (small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=UnnamedValueModule)),
-     "does not name its value function's parts"),
-    (small(GrayImages).env_runners(env_to_module_connector=lambda env, spaces, device: FrameStackingEnvToModule(
-        num_frames=4)), "Fix: stack them in the environment, with rllib_geppo.StackFrames"),
-    (small("Pendulum-v1").env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter()),
-     "would normalise observations a second time"),
-])
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (small("CartPole-v1").rl_module(model_config={"use_lstm": True}), "feed-forward models only"),
+        (
+            small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=RecurrentModule)),
+            "is recurrent",
+        ),
+        (
+            small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=NoValuesModule)),
+            "does not implement RLlib's ValueFunctionAPI",
+        ),
+        (
+            small("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=UnnamedValueModule)),
+            "does not name its value function's parts",
+        ),
+        (
+            small(GrayImages).env_runners(
+                env_to_module_connector=lambda env, spaces, device: FrameStackingEnvToModule(num_frames=4)
+            ),
+            "Fix: stack them in the environment, with rllib_geppo.StackFrames",
+        ),
+        (
+            small("Pendulum-v1").env_runners(
+                env_to_module_connector=lambda env, spaces, device: MeanStdFilter()
+            ),
+            "would normalise observations a second time",
+        ),
+    ],
+)
 def test_refused_models_fail_before_any_env_runner_starts(config, message):
     with pytest.raises(ValueError, match=message) as failure:
         config.build_algo()

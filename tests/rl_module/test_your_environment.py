@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import DOCS
 from rllib_geppo.cli.main import main
+
+from helpers import DOCS
 
 PAGE = DOCS / "your_environment.md"
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script
@@ -76,13 +77,16 @@ class TargetEnv(gym.Env):
         self.t += 1
         return np.array([self.x], np.float32), -abs(self.x - 3.0), False, self.t >= 20, {}
 '''
-TARGET_YAML = "".join(f"""
+TARGET_YAML = "".join(
+    f"""
 {name}:
   run: GePPO
   env: {env}
   stop: {{training_iteration: 1}}
   config: {{num_env_runners: 0, train_batch_size_per_learner: 40, num_epochs: 1}}
-""" for name, env in (("by-path", "targets.TargetEnv"), ("by-name", "target-v0")))
+"""
+    for name, env in (("by-path", "targets.TargetEnv"), ("by-name", "target-v0"))
+)
 
 
 def test_a_module_beside_the_yaml_file_and_one_named_with_import_reach_the_trials(tmp_path):
@@ -94,26 +98,49 @@ def test_a_module_beside_the_yaml_file_and_one_named_with_import_reach_the_trial
     (project / "targets.py").write_text(TARGET_ENV)
     (project / "registrations.py").write_text(
         "from ray import tune\n\nfrom targets import TargetEnv\n\n"
-        "tune.register_env('target-v0', lambda config: TargetEnv(config))\n")
+        "tune.register_env('target-v0', lambda config: TargetEnv(config))\n"
+    )
     (project / "targets.yaml").write_text(TARGET_YAML)
     proc = subprocess.run(
-        [str(RLLIB), "train", "file", str(project / "targets.yaml"), "--import", "registrations",
-         "--storage-path", str(tmp_path / "results")],
-        cwd=elsewhere, capture_output=True, text=True, timeout=600)
+        [
+            str(RLLIB),
+            "train",
+            "file",
+            str(project / "targets.yaml"),
+            "--import",
+            "registrations",
+            "--storage-path",
+            str(tmp_path / "results"),
+        ],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = proc.stdout.split("\nSummary:\n")[1]
     assert summary.count("TERMINATED") == 2 and summary.count("env steps 40") == 2
 
 
-@pytest.mark.parametrize("yaml_text, argv, message", [
-    (TARGET_YAML.split("\nby-name")[0], [],
-     "experiment 'by-path', 'env: targets.TargetEnv': cannot import targets: it is not "
-     "installed, not on PYTHONPATH and not beside"),
-    (TARGET_YAML.split("\nby-name")[0].replace("targets.TargetEnv", "Pendulum-v1"),
-     ["--import", "registrations"], "--import registrations: cannot import registrations"),
-])
-def test_a_module_found_nowhere_fails_before_ray_starts_with_the_fix(tmp_path, capsys, yaml_text,
-                                                                     argv, message):
+@pytest.mark.parametrize(
+    "yaml_text, argv, message",
+    [
+        (
+            TARGET_YAML.split("\nby-name")[0],
+            [],
+            "experiment 'by-path', 'env: targets.TargetEnv': cannot import targets: it is not "
+            "installed, not on PYTHONPATH and not beside",
+        ),
+        (
+            TARGET_YAML.split("\nby-name")[0].replace("targets.TargetEnv", "Pendulum-v1"),
+            ["--import", "registrations"],
+            "--import registrations: cannot import registrations",
+        ),
+    ],
+)
+def test_a_module_found_nowhere_fails_before_ray_starts_with_the_fix(
+    tmp_path, capsys, yaml_text, argv, message
+):
     (tmp_path / "targets.yaml").write_text(yaml_text)
     assert main(["train", "file", str(tmp_path / "targets.yaml"), *argv, "--dry-run"]) == 2
     err = capsys.readouterr().err

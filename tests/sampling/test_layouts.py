@@ -10,20 +10,29 @@ from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from rllib_geppo import GePPOConfig
 from rllib_geppo.sampling.env_runner import GePPOEnvRunner, sampler_seeds
 
-
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def config(**settings) -> GePPOConfig:
     """Pendulum (200-step episodes, so 256-step batches cut them), synchronous sampling."""
-    runners = {k: settings.pop(k) for k in ("num_env_runners", "num_envs_per_env_runner",
-                                            "rollout_fragment_length") if k in settings}
-    return (GePPOConfig()
-            .environment("Pendulum-v1")
-            .env_runners(**{"num_env_runners": 1, **runners})
-            .debugging(seed=settings.pop("seed", 0))
-            .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4,
-                      overlap_sampling=False, **settings))
+    runners = {
+        k: settings.pop(k)
+        for k in ("num_env_runners", "num_envs_per_env_runner", "rollout_fragment_length")
+        if k in settings
+    }
+    return (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .env_runners(**{"num_env_runners": 1, **runners})
+        .debugging(seed=settings.pop("seed", 0))
+        .training(
+            train_batch_size_per_learner=256,
+            num_epochs=2,
+            num_minibatches=4,
+            overlap_sampling=False,
+            **settings,
+        )
+    )
 
 
 def train(cfg: GePPOConfig, iterations: int = 3) -> dict:
@@ -33,10 +42,16 @@ def train(cfg: GePPOConfig, iterations: int = 3) -> dict:
         for _ in range(iterations):
             algo.train()
         weights = algo.learner_group.get_weights()[DEFAULT_MODULE_ID]
-        return {"layout": algo.module_state().store.update_layout(), "reward_scale": algo.module_state().return_stats.std,
-                "obs_mean": algo.module_state().obs_stats.mean, "lr": algo.module_state().policy_lr,
-                "weights": {k: v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
-                            for k, v in weights.items()}}
+        return {
+            "layout": algo.module_state().store.update_layout(),
+            "reward_scale": algo.module_state().return_stats.std,
+            "obs_mean": algo.module_state().obs_stats.mean,
+            "lr": algo.module_state().policy_lr,
+            "weights": {
+                k: v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
+                for k, v in weights.items()
+            },
+        }
     finally:
         algo.stop()
 
@@ -68,8 +83,9 @@ def test_sampler_seeds_share_nothing_across_trials_samplers_envs_and_roles():
 def test_each_env_of_an_env_runner_is_reset_with_its_own_seed():
     algo = config(num_envs_per_env_runner=2, seed=7).build_algo()
     try:
-        episodes = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=8,
-                                               _uses_new_env_runners=True)
+        episodes = synchronous_parallel_sample(
+            worker_set=algo.env_runner_group, max_env_steps=8, _uses_new_env_runners=True
+        )
         assert algo.config.env_runner_cls is GePPOEnvRunner
     finally:
         algo.stop()
@@ -93,6 +109,5 @@ def test_cutting_episodes_into_shorter_fragments_changes_nothing(num_envs):
     # steps) are cut at different places, but the store joins them into the same trajectories,
     # and the running-return reward scale runs on across the cuts.
     whole = train(config(num_env_runners=0, num_envs_per_env_runner=num_envs))
-    fragments = train(config(num_env_runners=0, num_envs_per_env_runner=num_envs,
-                             rollout_fragment_length=32))
+    fragments = train(config(num_env_runners=0, num_envs_per_env_runner=num_envs, rollout_fragment_length=32))
     assert_same_run(whole, fragments)

@@ -39,8 +39,12 @@ def episode_lengths(env: gym.Env, steps: int) -> list[tuple[int, bool, bool]]:
 
 def test_only_the_first_episode_is_cut_and_as_a_truncation():
     env = FirstEpisodeLimit(gym.make("Pendulum-v1"), 30)  # Pendulum's time limit: 200 steps
-    assert episode_lengths(env, 630) == [(30, False, True), (200, False, True), (200, False, True),
-                                          (200, False, True)]
+    assert episode_lengths(env, 630) == [
+        (30, False, True),
+        (200, False, True),
+        (200, False, True),
+        (200, False, True),
+    ]
 
 
 def test_a_termination_before_the_cut_is_left_alone():
@@ -50,9 +54,13 @@ def test_a_termination_before_the_cut_is_left_alone():
 
 
 def runner(*, worker_index: int, evaluation: bool = False, stagger: bool = True) -> GePPOEnvRunner:
-    cfg = (GePPOConfig().environment("Pendulum-v1")
-           .env_runners(num_env_runners=2, num_envs_per_env_runner=2)
-           .training(stagger_starts=stagger).debugging(seed=0))
+    cfg = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=2)
+        .training(stagger_starts=stagger)
+        .debugging(seed=0)
+    )
     if evaluation:
         # Two evaluation envs too (GePPO evaluates on one by default), neither of them cut.
         cfg = cfg.evaluation(evaluation_config={"num_envs_per_env_runner": 2}).get_evaluation_config_object()
