@@ -43,10 +43,11 @@ $(STAMP): pyproject.toml
 train: $(STAMP)
 	$(BIN)/rllib-geppo train file tuned_examples/geppo_hopper.yaml
 
-# ruff first: the format and the lint rules of pyproject.toml, on everything that is Python.
+# ruff first: the format and the lint rules of pyproject.toml, on everything that is Python; then
+# the suite on two workers (tests/conftest.py says why).
 LINTED := rllib_geppo tests benchmarks tuned_examples
 
 test: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/ruff check $(LINTED)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests
