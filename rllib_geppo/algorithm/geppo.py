@@ -9,7 +9,7 @@
 1. sample n env steps with pi_k from the EnvRunners (local or anywhere in the cluster);
 2. lay them out as trajectory segments and add them to each trained module's FIFO store of its
    last M batches, every sample tagged with the version of the policy that collected it
-   (:class:`~rllib_geppo.algorithm.module_stores.ModuleStores`, which also keeps the running
+   (:class:`~rllib_geppo.core.module_stores.ModuleStores`, which also keeps the running
    observation and return statistics);
 3. one ``LearnerGroup.update`` over every stored sample (V-trace advantages under pi_k, then
    ``num_epochs`` x minibatches of the generalized clipped objective): pi_k -> pi_{k+1};
@@ -44,6 +44,7 @@ from ray.rllib.core import COMPONENT_LEARNER_GROUP, DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.policy import Policy
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import NotProvided
 from ray.rllib.utils.metrics import (
@@ -58,7 +59,6 @@ from ray.rllib.utils.metrics import (
 from ray.tune.registry import register_env
 
 from rllib_geppo.algorithm.env_runners import ActingPolicies, FailedSamples, reseed_restarted, sync_weights
-from rllib_geppo.algorithm.module_stores import ModuleStores
 from rllib_geppo.algorithm.settings import (
     GEPPO_NAMES,
     GEPPO_SETTINGS,
@@ -71,7 +71,9 @@ from rllib_geppo.algorithm.settings import (
     warn_on_biased_evaluation,
 )
 from rllib_geppo.core import policy_weights as pw
+from rllib_geppo.core import segments
 from rllib_geppo.core.module_state import ModuleState
+from rllib_geppo.core.module_stores import ModuleStores
 from rllib_geppo.core.networks import DEFAULT_MODEL_CONFIG
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
 from rllib_geppo.records import result_schema
@@ -418,7 +420,11 @@ class GePPO(PPO):
         (:mod:`rllib_geppo.core.minibatches`); remote learners read one copy of the store from
         Ray's object store.
         """
-        batch = self.stores.learner_batch(inputs)
+        layouts = {module_id: self.stores[module_id].store.update_layout() for module_id in inputs}
+        batch = MultiAgentBatch(
+            {module_id: SampleBatch(layout) for module_id, layout in layouts.items()},
+            env_steps=max(segments.num_steps(layout) for layout in layouts.values()),
+        )
         if self.learner_group.is_local:
             data = {"batch": batch}
         else:

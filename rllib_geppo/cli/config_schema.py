@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rllib_geppo.algorithm.settings import RLLIB_RULES
-from rllib_geppo.cli.errors import UserError, suggest
+from rllib_geppo.cli.errors import UserError, describe, kind, suggest
 from rllib_geppo.cli.quiet import quiet_rllib
 from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config
 
@@ -160,31 +160,12 @@ def _without(problem: str, where: str) -> str:
     return problem
 
 
-def is_int(value: Any, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
 def _check_value(key: str, value: Any, where: str) -> None:
     """The rules RLlib's settings follow in every algorithm (``RLLIB_RULES``), where they apply;
     a UserError names the key, the value and the fix."""
     rule = RLLIB_RULES.get(key)
     if rule is not None and not rule.ok(value):
         raise UserError(f"{where}: expected {rule.allowed}, got {describe(value)}. Fix the value.")
-
-
-# YAML can only produce these kinds of value; type hints and defaults map onto them.
-def kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    return "mapping" if isinstance(value, dict) else "other"
 
 
 def _hint_kinds(hint: Any) -> set[str] | None:
@@ -245,7 +226,3 @@ def check_env(env: Any, where: str) -> None:
         "Use a gymnasium id such as Hopper-v5, or a name that a module registers with "
         "ray.tune.register_env, named with --import MODULE."
     )
-
-
-def describe(value: Any) -> str:
-    return f"{kind(value)} {value!r}" if kind(value) != "null" else "null"

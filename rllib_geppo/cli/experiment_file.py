@@ -19,8 +19,7 @@ from typing import Any
 
 import yaml
 
-from rllib_geppo.cli.config_schema import describe, is_int
-from rllib_geppo.cli.errors import UserError, suggest
+from rllib_geppo.cli.errors import UserError, describe, is_int, suggest
 
 # Tune's saved state of a run started before mean_std_filter moved names it here (--resume).
 from rllib_geppo.cli.trainables import mean_std_filter  # noqa: F401

@@ -13,8 +13,8 @@ from typing import Any
 
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
 from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
-from rllib_geppo.cli.config_schema import ConfigSchema, check_env, describe, kind
-from rllib_geppo.cli.errors import UserError, suggest
+from rllib_geppo.cli.config_schema import ConfigSchema, check_env
+from rllib_geppo.cli.errors import UserError, describe, kind, suggest
 from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
 from rllib_geppo.cli.quiet import quiet_fds
 from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config, trainable

@@ -16,6 +16,7 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``networks`` | the module's fully connected layers from a ``model_config``, defaults filled in |
 | ``update_inputs`` | what the Algorithm decides once per update for every learner |
 | ``module_state`` | what GePPO keeps for one trained module: its store, statistics and lr |
+| ``module_stores`` | every trained module's state and an update's decisions: the door of both API stacks |
 | ``gradients`` | the gradient clip and finite check, and the learners' mean of losses and gradients |
 | ``adam`` | the fused Adam step, skipped on the device when a step is not finite |
 | ``compiled_step`` | the minibatch step compiled once (gradients by ``torch.func``) and its eager twin |

@@ -3,7 +3,7 @@
 ``GePPO.training_step`` calls :func:`training_step_old_api_stack` when the config selects the old
 stack with ``.api_stack(enable_rl_module_and_learner=False,
 enable_env_runner_and_connector_v2=False)``. An iteration mirrors the new stack's, through the
-same :class:`~rllib_geppo.algorithm.module_stores.ModuleStores` (store, statistics, lr rule and
+same :class:`~rllib_geppo.core.module_stores.ModuleStores` (store, statistics, lr rule and
 metrics):
 
 1. sample n env steps with pi_k from the RolloutWorkers;
@@ -36,8 +36,8 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.learner_info import LEARNER_STATS_KEY
 from ray.rllib.utils.typing import ResultDict
 
-from rllib_geppo.algorithm.module_stores import ModuleStores
 from rllib_geppo.core.minibatches import epoch_orders, minibatch_shape
+from rllib_geppo.core.module_stores import ModuleStores
 from rllib_geppo.core.segments import Segment
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy

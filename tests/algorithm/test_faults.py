@@ -19,8 +19,8 @@ from ray.tune.registry import register_env
 
 from rllib_geppo import GePPO, GePPOConfig
 from rllib_geppo.algorithm.env_runners import EnvRunnerFailedError, EnvRunnerTimeoutError
-from rllib_geppo.algorithm.module_stores import NonFiniteDataError
 from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.module_stores import NonFiniteDataError
 from rllib_geppo.core.segments import Segment, from_layout, lay_out
 from rllib_geppo.sampling.env_runner import GePPOEnvRunner
 

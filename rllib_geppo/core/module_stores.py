@@ -14,19 +14,18 @@ An iteration, for each trained module (one, or one per multi-agent policy):
    Algorithm 1's lr rule to the update's TV, and :meth:`record_update` ages the updated
    modules' samples by one.
 
-The state of one module is :class:`~rllib_geppo.core.module_state.ModuleState` (pure numpy);
-this class adds the config's decisions and the warnings that name the environment.
+The state of one module is :class:`~rllib_geppo.core.module_state.ModuleState`; this class
+adds the config's decisions and the warnings that name the environment. Pure Python and numpy;
+no Ray: the config is read by its attributes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib_geppo.core import segments
 from rllib_geppo.core.module_state import ModuleState
@@ -35,11 +34,10 @@ from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
 from rllib_geppo.core.segments import Segment, describe_nonfinite
 from rllib_geppo.core.update_inputs import UpdateInputs
 
-if TYPE_CHECKING:
-    from rllib_geppo.algorithm.geppo import GePPOConfig
-
 logger = logging.getLogger(__name__)
 
+#: RLlib's id of the module of a single-agent config (``ray.rllib.core.DEFAULT_MODULE_ID``).
+SINGLE_AGENT_MODULE = "default_policy"
 #: A batch that changes the reward scale by more than this factor gets a warning.
 REWARD_SCALE_JUMP = 1000.0
 
@@ -52,7 +50,8 @@ class ModuleStores:
     """The :class:`ModuleState` of every trained module, keyed by module id.
 
     Args:
-        config: the Algorithm's config (its weights nu, clip range, lr rule and data settings).
+        config: the Algorithm's ``GePPOConfig`` (its weights nu, clip range, lr rule and data
+            settings).
         track_obs_stats: module id -> whether the module normalises its observations (flat
             ones; not images), so that its store keeps their running statistics.
         seed: the trial's seed, from which every update's minibatch shuffles derive; None
@@ -62,7 +61,7 @@ class ModuleStores:
         policy_version: the version of pi_k, the learners' ``weights_seq_no``.
     """
 
-    def __init__(self, config: GePPOConfig, track_obs_stats: Mapping[str, bool], seed: int | None = None):
+    def __init__(self, config: Any, track_obs_stats: Mapping[str, bool], seed: int | None = None):
         self.config = config
         self.nu = config.nu  # the weight of each batch age at lag 0
         self.states = {
@@ -173,15 +172,6 @@ class ModuleStores:
             obs_stats_before_update=self.config.obs_stats_warm_start and state.version == 0,
         )
 
-    def learner_batch(self, module_ids: Collection[str]) -> MultiAgentBatch:
-        """Every stored sample of ``module_ids`` as one batch for the learners: each module's
-        store laid out, its episodes' chunks joined (``SampleStore.update_layout``)."""
-        layouts = {module_id: self.states[module_id].store.update_layout() for module_id in module_ids}
-        return MultiAgentBatch(
-            {module_id: SampleBatch(layout) for module_id, layout in layouts.items()},
-            env_steps=max(segments.num_steps(layout) for layout in layouts.values()),
-        )
-
     def sample_lag(self, module_id: str) -> int:
         """Age of a module's youngest stored batch under pi_k, in the module's own updates: 0,
         or 1 with overlapped sampling (``config.sample_lag`` where that is set)."""
@@ -264,7 +254,7 @@ class ModuleStores:
     def set_state(self, state: dict[str, Any]) -> None:
         self.policy_version = state["policy_version"]
         # Checkpoints of 0.8 and older hold the single module's state at the top level.
-        modules = state["modules"] if "modules" in state else {DEFAULT_MODULE_ID: state}
+        modules = state["modules"] if "modules" in state else {SINGLE_AGENT_MODULE: state}
         for module_id, module_state in modules.items():
             if module_id in self.states:
                 self.states[module_id].set_state(module_state, policy_version=self.policy_version)
