@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.signal import lfilter
 
 #: Added to the variance before taking square roots.
 VAR_EPS = 1e-8
@@ -80,7 +79,16 @@ def scale_change(stats: RunningMeanStd, values: np.ndarray) -> float:
 def discounted_returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """``G_t = r_t + gamma * G_{t+1}`` within one trajectory segment (``G_T = 0``)."""
     # The recursion is a first-order IIR filter run backwards in time.
-    return lfilter([1.0], [1.0, -gamma], np.asarray(rewards, dtype=np.float64)[::-1])[::-1]
+    return _lfilter(gamma, np.asarray(rewards, dtype=np.float64)[::-1])[::-1]
+
+
+def _lfilter(gamma: float, x: np.ndarray, start: float = 0.0) -> np.ndarray:
+    """``y_t = x_t + gamma * y_{t-1}``, ``y_{-1} = start``: scipy's ``lfilter``, imported here
+    because importing scipy.signal takes about a second, which every EnvRunner and learner
+    process would pay at start for statistics only the driver keeps."""
+    from scipy.signal import lfilter
+
+    return lfilter([1.0], [1.0, -gamma], x, zi=[gamma * start])[0]
 
 
 class RunningReturns:
@@ -102,9 +110,7 @@ class RunningReturns:
         out = []
         for episode_id, rewards, ended in chunks:
             start = still_open.pop(episode_id, self._open.get(episode_id, 0.0))
-            returns = lfilter(
-                [1.0], [1.0, -self.gamma], np.asarray(rewards, dtype=np.float64), zi=[self.gamma * start]
-            )[0]
+            returns = _lfilter(self.gamma, np.asarray(rewards, dtype=np.float64), start)
             out.append(returns)
             if not ended and len(returns):
                 still_open[episode_id] = float(returns[-1])

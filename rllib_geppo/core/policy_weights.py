@@ -14,7 +14,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import minimize
 
 from rllib_geppo.core.rules import between, count, one_of
 
@@ -148,6 +147,10 @@ def _optimal_weights(batch_multiple: int, max_policies: int, tradeoff: float) ->
     tradeoff 1 (a, b = 1, 0) is Theorem 5, tradeoff 0 (a, b = 0, 1) is Theorem 4; in between,
     each term is divided by its range over the two extremes so that tradeoff weighs like with like.
     """
+    # Imported here: scipy.optimize adds a third of a second to the start of every process that
+    # imports GePPO's config (each EnvRunner and learner), and only the driver solves programs.
+    from scipy.optimize import minimize
+
     ages = np.arange(1, max_policies + 1, dtype=np.float64)
     a, b = tradeoff, 1.0 - tradeoff
     if 0.0 < tradeoff < 1.0:
