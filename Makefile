@@ -50,4 +50,4 @@ LINTED := rllib_geppo tests benchmarks tuned_examples
 test: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/ruff check $(LINTED)
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests
