@@ -306,6 +306,10 @@ class GePPO(PPO):
             # register a class path ("my_pkg.envs.MyEnv") under itself, as RLlib resolved it.
             register_env(config.env, self.env_creator)
         super().setup(config)
+        if not config.enable_env_runner_and_connector_v2:
+            # Each RolloutWorker builds its own policy, with its own initial weights: pi_0 is
+            # the driver's, so the first batch's behaviour policy must be too (pi_0 / mu = 1).
+            self.env_runner_group.sync_weights(timeout_seconds=None)
         self.stores = ModuleStores(
             config,
             {

@@ -338,6 +338,16 @@ def refused_settings(config: Any) -> list[str]:
             "GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
             "remove .api_stack(...), or the .multi_agent(...) settings."
         )
+    old_stack_default_model = not config.enable_env_runner_and_connector_v2 and not config.model.get(
+        "custom_model"
+    )
+    if old_stack_default_model and config.observation_filter == "MeanStdFilter":
+        problems.append(
+            "`observation_filter='MeanStdFilter'`: GePPO's default model normalises observations "
+            "itself, with running statistics that stay right under sample reuse, and RLlib's filter "
+            "would normalise them a second time. Fix: leave observation_filter at 'NoFilter' (a "
+            "custom ModelV2, which has no such statistics, may use the filter)."
+        )
     if config.model_config.get("use_lstm") or config.model_config.get("use_attention"):
         problems.append(
             "GePPO trains feed-forward models only (use_lstm / use_attention): it re-evaluates "

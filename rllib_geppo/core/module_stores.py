@@ -30,7 +30,7 @@ import numpy as np
 from rllib_geppo.core import segments
 from rllib_geppo.core.module_state import ModuleState
 from rllib_geppo.core.objective import adapt_lr, tv_target
-from rllib_geppo.core.policy_weights import effective_sample_size, with_lag
+from rllib_geppo.core.policy_weights import with_lag
 from rllib_geppo.core.segments import Segment, describe_nonfinite
 from rllib_geppo.core.update_inputs import UpdateInputs
 
@@ -199,14 +199,13 @@ class ModuleStores:
 
     def metrics(self, module_id: str, inputs: UpdateInputs) -> dict[str, float]:
         """Per-iteration metrics of a module's store and update inputs."""
-        state = self.states[module_id]
-        active = list(state.store.active_weights(self.lagged_nu(module_id), state.version).values())
+        state, nu = self.states[module_id], self.lagged_nu(module_id)
         return {
             "tv_target": tv_target(inputs.clip_eps),
             "clip_eps": inputs.clip_eps,
             "num_policies": len(state.store.batches),
             "sample_lag": self.sample_lag(module_id),
-            "effective_sample_size": effective_sample_size(active, self.config.samples_per_iteration),
+            "effective_sample_size": state.store.effective_sample_size(nu, state.version),
             "reward_scale": inputs.reward_scale,
         }
 

@@ -37,11 +37,13 @@ def standardize_advantages(advantages: Tensor, center: Tensor, weights: Tensor) 
     In the off-policy setting the quantity with zero expectation under the behaviour data is
     ``(pi_k / mu) * A`` (paper Appendix C), so the mean is ``mean(r w A) / mean(r w)`` and the
     scale ``std(r w A)`` with r = center. Reduces to ordinary standardisation for r = w = 1.
-    No gradient flows through the statistics.
+    A minibatch whose weights are all 0 has mean 0 (it weighs nothing in the loss). No gradient
+    flows through the statistics.
     """
     with torch.no_grad():
         rwa = center * weights * advantages
-        mean = rwa.mean(-1, keepdim=True) / (center * weights).mean(-1, keepdim=True)
+        rw = (center * weights).mean(-1, keepdim=True)
+        mean = torch.where(rw > 0, rwa.mean(-1, keepdim=True) / rw, 0.0)
         std = rwa.std(-1, unbiased=False, keepdim=True) + ADV_STD_EPS
     return (advantages - mean) / std
 

@@ -91,10 +91,14 @@ def clip_multiple(weights: Sequence[float]) -> float:
     return float(1.0 / np.dot(nu, np.arange(1, len(nu) + 1)))
 
 
-def effective_sample_size(weights: Sequence[float], n: int) -> float:
-    """Return ``n / sum(nu^2)``: the ESS of n samples per age weighted by nu (Appendix B)."""
-    nu = check_weights(weights)
-    return float(n / np.sum(nu**2))
+def effective_sample_size(weights: Sequence[float], counts: int | Sequence[int]) -> float:
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` over weighted samples, in samples:
+    ``counts[i]`` samples of weight ``weights[i]`` (``counts`` an int: that many of each). For
+    n samples per age weighted by nu it is the paper's ``n / sum(nu^2)`` (Appendix B); it is
+    never more than the samples counted."""
+    w = np.asarray(weights, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(counts, dtype=np.float64), w.shape)
+    return float((n @ w) ** 2 / (n @ w**2))
 
 
 @functools.lru_cache(maxsize=32)

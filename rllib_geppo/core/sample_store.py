@@ -4,7 +4,8 @@ Each batch is the list of trajectory segments (:mod:`rllib_geppo.core.segments`)
 collected, every step tagged with the version of the policy that collected it. Ages count from
 the current policy pi_k: a sample collected by version v has age k - v. A version's samples may
 span two batches (a multi-agent move left hanging at a sample's end lands in the next one), and
-versions may differ in size; the weights account for both (:meth:`SampleStore.weights_by_version`).
+versions may differ in size; every sample of one age weighs the same
+(:meth:`SampleStore.weights_by_version`).
 For an update the store joins each episode's chunks across batches, so advantages run on through
 sampling cuts. Pure numpy; no Ray. Segments are never modified in place, so the store hands them
 out without copying.
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rllib_geppo.core import segments
+from rllib_geppo.core.policy_weights import effective_sample_size
 from rllib_geppo.core.rules import count
 from rllib_geppo.core.segments import Segment
 
@@ -101,16 +103,26 @@ class SampleStore:
         return dict(steps)
 
     def weights_by_version(self, nu: Sequence[float], current_version: int) -> dict[int, float]:
-        """Per-sample weight of each stored version: its share of the objective,
-        :meth:`active_weights`' nu, spread over its n_v samples, w_v = nu_v x N / n_v (N all
-        stored samples).
+        """Per-sample weight of each stored version: nu at its age (:meth:`active_weights`),
+        scaled so that the mean weight over the N stored samples is 1,
+        ``w_v = nu_v x N / sum_u(nu_u x n_u)`` with n_u the samples of version u.
 
-        So the update's weighted mean over the store is the paper's estimator, sum_v nu_v x (mean
-        over version v's samples), also when versions differ in size, and the mean weight over
-        the store is 1. With equal batches of n it is nu_v x M.
+        Every sample of one age weighs the same, however many samples its version holds: the
+        form of the paper's effective-sample-size program's solution (docs/internals.md), so a
+        version with few samples takes a share of the objective in proportion to them. With
+        equal batches of n, w_v = nu_v x M, the paper's and the authors' weights.
         """
         steps = self.steps_by_version()
-        return {v: w * self.num_steps / steps[v] for v, w in self.active_weights(nu, current_version).items()}
+        active = self.active_weights(nu, current_version)
+        weighted = sum(w * steps[v] for v, w in active.items())
+        return {v: w * self.num_steps / weighted for v, w in active.items()}
+
+    def effective_sample_size(self, nu: Sequence[float], current_version: int) -> float:
+        """The effective sample size of the weights an update uses
+        (:meth:`weights_by_version`) over the stored samples, in samples: at most their number."""
+        steps = self.steps_by_version()
+        weights = self.weights_by_version(nu, current_version)
+        return effective_sample_size(list(weights.values()), [steps[v] for v in weights])
 
     def update_layout(self) -> dict[str, np.ndarray]:
         """All stored samples as one layout, each episode's chunks joined

@@ -199,6 +199,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             # slice of every column: a learner gathers only its own rows of the big ones.
             center, weights = data[C.CENTER][minibatch_rows], data[C.SAMPLE_WEIGHTS][minibatch_rows]
             advantages = objective.standardize_advantages(data[C.ADVANTAGES][minibatch_rows], center, weights)
+            # A global minibatch of samples that all weigh 0 (versions older than nu reaches)
+            # carries nothing to learn from: it takes no step, and is no skipped step either.
+            weighted = weights.sum(-1) > 0
             mine_rows = minibatch_rows[:, mine]
             epoch = {name: data[name][mine_rows] for name in _MINIBATCH_COLUMNS if name not in _STANDARDIZED}
             epoch.update(
@@ -210,7 +213,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             )
             for step in range(steps):
                 minibatch = {name: column[step] for name, column in epoch.items()}
-                losses, finite = self.minibatch_step(module_id, minibatch, clip_eps)
+                losses, finite = self.minibatch_step(module_id, minibatch, clip_eps, take=weighted[step])
                 sums += torch.where(finite, losses, 0.0)
                 skipped += ~finite
         total, skipped = self.config.num_epochs * steps, int(skipped)
@@ -266,14 +269,19 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         )
 
     def minibatch_step(
-        self, module_id: ModuleID, minibatch: dict[str, Tensor], clip_eps: float | Tensor
+        self,
+        module_id: ModuleID,
+        minibatch: dict[str, Tensor],
+        clip_eps: float | Tensor,
+        take: bool | Tensor = True,
     ) -> tuple[Tensor, Tensor]:
         """One gradient step on :meth:`minibatch_losses`: one Adam step for the policy (its
         gradient clipped) and the value function.
 
         Returns ``(policy_loss, value_loss, policy_grad_norm)`` and whether all of them and the
         value gradient were finite; if not, the step was skipped, and weights and optimizer
-        state stayed as they were. The clipped gradients are left in ``.grad``.
+        state stayed as they were. ``take=False`` (a 0-d bool tensor, on the device) skips the
+        Adam step too. The clipped gradients are left in ``.grad``.
         """
         clip_eps = torch.as_tensor(clip_eps, dtype=torch.float32, device=self.device)  # no recompiles
         out = self.gradient_step(module_id)(minibatch, clip_eps)
@@ -284,7 +292,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         policy_group, value_group = optimizer.param_groups
         for p, grad in zip([*policy_group["params"], *value_group["params"]], [*policy_grads, *value_grads]):
             p.grad = grad
-        adam_step_if(optimizer, finite)
+        adam_step_if(optimizer, finite & take)
         return stats, finite
 
     def gradient_step(self, module_id: ModuleID) -> CompiledStep:

@@ -91,6 +91,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
         # before any update uses eps_PPO.
         self.clip_eps = config["clip_param"]
         self.num_skipped_steps = 0
+        self._weighted_minibatch = True
         TorchPolicyV2.__init__(
             self, observation_space, action_space, config, max_seq_len=config["model"]["max_seq_len"]
         )
@@ -184,6 +185,8 @@ class GePPOTorchPolicy(TorchPolicyV2):
         )
         model.tower_stats["policy_loss"] = policy_loss
         model.tower_stats["vf_loss"] = vf_loss
+        # A minibatch whose samples all weigh 0 takes no step (and is no skipped step either).
+        self._weighted_minibatch = bool(train_batch[C.SAMPLE_WEIGHTS].sum() > 0)
         return [policy_loss, vf_loss]  # one per optimizer: policy, value
 
     @override(TorchPolicyV2)
@@ -214,7 +217,8 @@ class GePPOTorchPolicy(TorchPolicyV2):
         if not torch.isfinite(torch.nn.utils.get_total_norm(grads)):
             self.num_skipped_steps += 1
             return
-        super().apply_gradients(gradients)
+        if self._weighted_minibatch:
+            super().apply_gradients(gradients)
 
     # -- GePPO's per-update steps (called by the training step) -------------------------------
 

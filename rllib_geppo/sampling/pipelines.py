@@ -53,6 +53,7 @@ from ray.rllib.connectors.module_to_env import (
 )
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
+from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 
 #: RLlib 2.60's default pieces for a single-agent module, in order: what the fused pipelines fuse
@@ -151,6 +152,12 @@ class FusedEnvToModulePipeline(UntimedEnvToModulePipeline):
         super().__init__(*args, **kwargs)
         self.device = None if device is None else torch.device(device)
 
+    @override(EnvToModulePipeline)
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict[str, Any]]:
+        # A checkpoint rebuilds the pipeline from these: its own settings go with the pieces.
+        args, kwargs = super().get_ctor_args_and_kwargs()
+        return args, {**kwargs, "device": None if self.device is None else str(self.device)}
+
     def __call__(self, *, rl_module, batch: dict | None = None, episodes, **kwargs) -> dict[str, Any]:
         if batch or rl_module.is_stateful():
             return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
@@ -168,6 +175,12 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
         self.clip_actions = clip_actions
         #: The generator actions are drawn from (the EnvRunner's own); None: torch's global one.
         self.rng: torch.Generator | None = None
+
+    @override(ModuleToEnvPipeline)
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict[str, Any]]:
+        # A checkpoint rebuilds the pipeline from these: a deployed policy clips as in training.
+        args, kwargs = super().get_ctor_args_and_kwargs()
+        return args, {**kwargs, "clip_actions": self.clip_actions}
 
     def __call__(self, *, rl_module, batch: dict, episodes, explore=None, **kwargs) -> dict[str, Any]:
         if Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch or rl_module.is_stateful():

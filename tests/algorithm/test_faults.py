@@ -157,6 +157,47 @@ def test_a_non_finite_step_is_skipped_and_leaves_weights_and_adam_unchanged():
             torch.testing.assert_close(value, adam[id(param)][key], msg=key)
 
 
+def test_a_minibatch_whose_samples_all_weigh_zero_takes_no_step_and_is_no_skipped_step():
+    """Versions older than nu reaches weigh 0: a minibatch of only those (small multi-agent
+    stores) once gave 0/0 in the advantages' standardisation, a NaN loss and a skipped step."""
+    learner = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .training(num_epochs=1, shuffle_batch_per_epoch=False)
+        .build_learner(env=gym.make("Pendulum-v1"))
+    )
+    rng = np.random.default_rng(0)
+
+    def version(v: int) -> Segment:
+        return Segment(
+            obs=rng.normal(size=(33, 3)),
+            actions=rng.normal(size=(32, 1)),
+            rewards=rng.normal(size=32),
+            behaviour_logp=rng.normal(size=32) - 1,
+            versions=np.full(32, v),
+            terminated=False,
+        )
+
+    from rllib_geppo.core.update_inputs import UpdateInputs
+
+    layout = lay_out([version(0), version(1)])  # unshuffled: minibatch 1 is version 0's rows
+    inputs = UpdateInputs(
+        policy_lr=3e-4,
+        clip_eps=0.1,
+        weights_by_version={1: 2.0},
+        reward_scale=1.0,
+        obs_mean=np.zeros(3),
+        obs_std=np.ones(3),
+        minibatches_per_epoch=2,
+        shuffle_seed=0,
+    )
+    stats, _ = learner.update_module(DEFAULT_MODULE_ID, layout, inputs)
+    assert stats["num_skipped_steps"] == 0 and stats["num_gradient_steps"] == 2
+    assert math.isfinite(stats["policy_loss"]) and math.isfinite(stats["vf_loss"])
+    optimizer = learner.get_optimizer(DEFAULT_MODULE_ID, "geppo_adam")
+    assert {int(state["step"]) for state in optimizer.state.values()} == {1}  # version 1's step only
+
+
 def test_a_wholly_non_finite_update_leaves_the_lr_and_weights_and_is_reported():
     algo = config("nan_reward", at=10**9).build_algo()
     try:

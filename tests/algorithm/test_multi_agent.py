@@ -75,6 +75,32 @@ class RareAgentEnv(MultiAgentEnv):
         return self._obs(acting), rewards, {"__all__": done}, {"__all__": False}, {}
 
 
+class BurstyAgentEnv(MultiAgentEnv):
+    """Agent "often" acts at every step, agent "bursty" only in steps 0-39 and 150-199 of each
+    200-step episode, so that its batches of 64 env steps hold anything from 0 to 64 moves."""
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.agents = self.possible_agents = ["often", "bursty"]
+        self.observation_spaces = {a: gym.spaces.Box(-1.0, 1.0, (2,), np.float32) for a in self.agents}
+        self.action_spaces = {a: gym.spaces.Discrete(2) for a in self.agents}
+        self.t = 0
+
+    def _acting(self) -> list[str]:
+        bursty = self.t < 40 or self.t >= 150
+        return self.agents if bursty or self.t >= 200 else ["often"]
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return {a: np.array([0.0, a == "bursty"], np.float32) for a in self._acting()}, {}
+
+    def step(self, action_dict):
+        self.t += 1
+        rewards = {a: float(action) for a, action in action_dict.items()}
+        obs = {a: np.array([self.t / 200, a == "bursty"], np.float32) for a in self._acting()}
+        return obs, rewards, {"__all__": self.t >= 200}, {"__all__": False}, {}
+
+
 class NoneReward(MultiAgentCartPole):
     """Two CartPoles; agent 1's reward is None from env step 5 on."""
 
@@ -100,6 +126,21 @@ def stored_weights(algo: GePPO, module_id: str) -> np.ndarray:
     weights = algo.stores.update_inputs(module_id).weights_by_version
     layout = state.store.update_layout()
     return np.array([weights.get(int(v), 0.0) for v in layout[C.VERSION][layout[C.LOSS_MASK]]])
+
+
+def assert_each_age_weighs_nu(algo: GePPO, module_id: str) -> dict[int, int]:
+    """Every stored sample of a module weighs nu at its age, one scale for the whole store,
+    however many samples its version holds; the weights average 1 and their effective sample
+    size is at most the samples stored. Returns the module's samples per version."""
+    state = algo.module_state(module_id)
+    steps = state.store.steps_by_version()
+    weights = algo.stores.update_inputs(module_id).weights_by_version
+    nu = algo.stores.lagged_nu(module_id)
+    scales = [weight / nu[state.version - version] for version, weight in weights.items()]
+    assert max(scales) == pytest.approx(min(scales), rel=1e-9), (steps, weights)
+    assert stored_weights(algo, module_id).mean() == pytest.approx(1.0)
+    assert state.store.effective_sample_size(nu, state.version) <= state.store.num_steps * (1 + 1e-12)
+    return steps
 
 
 def episode_ids(algo: GePPO, module_id: str) -> set[str]:
@@ -202,7 +243,7 @@ def test_turn_based_agents_store_only_their_own_moves():
             assert math.isfinite(result["learners"][player]["tv"])
             # A move carried into the next batch keeps its version: a version spans two
             # batches, and its samples count once each in the weights, which average 1.
-            assert stored_weights(algo, player).mean() == pytest.approx(1.0)
+            assert_each_age_weighs_nu(algo, player)
     finally:
         algo.stop()
 
@@ -239,6 +280,36 @@ def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updat
         assert waited
         assert algo.module_state("often").version == algo.policy_version
         assert 0 < rare.version < algo.policy_version  # it skipped the updates it had nothing for
+    finally:
+        algo.stop()
+
+
+def test_a_version_with_few_samples_takes_a_share_in_proportion_to_them():
+    """The bursty agent's versions hold 64, 15, 3 or 1 samples: each of them weighs nu at its
+    age, so a version of 3 samples takes about 3 samples' share of the objective (per-sample
+    weights of nu / n_v gave those 3 samples 30% of it)."""
+    algo = (
+        GePPOConfig()
+        .environment(BurstyAgentEnv)
+        .multi_agent(policies={"often", "bursty"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .training(train_batch_size_per_learner=64, num_epochs=1, num_minibatches=1)
+        .build_algo()
+    )
+    try:
+        counts, updates = set(), 0
+        for _ in range(7):
+            result = algo.train()
+            if algo.module_state("bursty").store.batches:
+                steps = assert_each_age_weighs_nu(algo, "bursty")
+                counts.update(steps.values())
+                ess = result["learners"]["bursty"]["effective_sample_size"]
+                if math.isfinite(ess):  # the module updated this iteration
+                    assert 0 < ess <= algo.module_state("bursty").store.num_steps
+                    updates += 1
+        assert updates >= 4
+        assert min(counts) < 16 < 64 == max(counts)  # versions of very different sizes came up
     finally:
         algo.stop()
 

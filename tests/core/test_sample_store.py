@@ -87,16 +87,45 @@ def test_lagged_weights_skip_age_zero():
     assert weights == pytest.approx({5: 1.6, 4: 1.2, 3: 0.8, 2: 0.4})
 
 
-def test_each_version_weighs_nu_in_the_objective_whatever_its_size():
-    # The paper's estimator, sum_i nu_i x mean over batch i: 50 and 100 samples with nu = [.4, .6]
-    # (index = age) weigh 0.6 and 0.4 whole, so per sample w_v = nu_v x N / n_v.
+def test_every_sample_of_one_age_weighs_nu_whatever_its_version_holds():
+    # Versions of 50 (age 1, nu 0.6) and 100 samples (age 0, nu 0.4): each sample weighs nu at
+    # its age, scaled to mean 1 over the 150: w_v = nu_v x 150 / (0.6 x 50 + 0.4 x 100).
     store = SampleStore(capacity=2)
     store.add(batch(0, steps=50))
     store.add(batch(1, steps=100))
     weights = store.weights_by_version([0.4, 0.6], 1)
-    assert weights == pytest.approx({0: 0.6 * 150 / 50, 1: 0.4 * 150 / 100})
-    assert weights[0] * 50 / 150 == pytest.approx(0.6)  # version 0's share of the mean loss
+    assert weights == pytest.approx({0: 0.6 * 150 / 70, 1: 0.4 * 150 / 70})
+    assert weights[0] * 50 / 150 == pytest.approx(3 / 7)  # version 0's share: 30 of 70
     assert (weights[0] * 50 + weights[1] * 100) / 150 == pytest.approx(1.0)  # mean weight 1
+    # Kish's ESS of those weights: 70^2 / (0.36 x 50 + 0.16 x 100) samples, fewer than 150.
+    assert store.effective_sample_size([0.4, 0.6], 1) == pytest.approx(4900 / 34)
+
+
+def test_a_version_of_few_samples_takes_a_share_in_proportion_to_them():
+    # A multi-agent module's versions of 64, 16, 2 and 64 samples (ages 3 to 0): the 2 samples
+    # of version 13 take 0.3 x 2 / 35.8 of the objective, where nu_v x N / n_v gave them 30%.
+    nu, store = [0.4, 0.3, 0.2, 0.1], SampleStore(capacity=4)
+    for version, steps in ((11, 64), (12, 16), (13, 2), (14, 64)):
+        store.add(batch(version, steps=steps))
+    weights = store.weights_by_version(nu, 14)
+    assert weights == pytest.approx(
+        {11: 0.1 * 146 / 35.8, 12: 0.2 * 146 / 35.8, 13: 0.3 * 146 / 35.8, 14: 0.4 * 146 / 35.8}
+    )
+    assert weights[13] * 2 / 146 == pytest.approx(0.6 / 35.8)  # 1.7% of the objective
+    assert store.effective_sample_size(nu, 14) == pytest.approx(35.8**2 / 11.7)  # 109.5 of 146 samples
+
+
+def test_with_equal_batches_the_weights_are_nu_times_m_as_before():
+    # The single-agent case: n samples per version, w_v = nu_v x M exactly as the earlier rule
+    # nu_v x N / n_v, and the paper's ESS n / sum(nu^2).
+    nu, store = [0.4, 0.3, 0.2, 0.1], SampleStore(capacity=4)
+    for version in range(4):
+        store.add(batch(version, steps=256))
+    weights = store.weights_by_version(nu, 3)
+    earlier = {v: a * store.num_steps / 256 for v, a in store.active_weights(nu, 3).items()}
+    assert weights == pytest.approx(earlier, rel=1e-15, abs=0)
+    assert weights == pytest.approx({3: 1.6, 2: 1.2, 1: 0.8, 0: 0.4})
+    assert store.effective_sample_size(nu, 3) == pytest.approx(256 / 0.3)
 
 
 def test_rows_are_weighted_by_their_own_version():
@@ -116,7 +145,7 @@ def test_a_version_spanning_two_batches_counts_all_its_samples():
     store.add([segment(2, 3, seed=5), segment(6, 4, seed=6)])
     assert store.steps_by_version() == {3: 12, 4: 6}
     weights = store.weights_by_version([0.5, 0.5], 4)
-    assert weights == pytest.approx({3: 0.5 * 18 / 12, 4: 0.5 * 18 / 6})
+    assert weights == pytest.approx({3: 1.0, 4: 1.0})  # equal nu: every sample alike
     layout_versions = store.update_layout()[C.VERSION][store.update_layout()[C.LOSS_MASK]]
     assert np.mean([weights[v] for v in layout_versions]) == pytest.approx(1.0)
 

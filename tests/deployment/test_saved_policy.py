@@ -5,6 +5,7 @@ module with RLlib's MeanStdFilter connector."""
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from ray import tune
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
@@ -108,3 +109,27 @@ def test_a_missing_or_multi_agent_checkpoint_is_named(tmp_path):
         SavedPolicy.from_checkpoint(tmp_path)
     with pytest.raises(ValueError, match="is a multi-agent checkpoint"):
         SavedPolicy.from_checkpoint(tmp_path, module_id="p0")
+
+
+def test_a_policy_trained_without_clipping_acts_unclipped_when_deployed(tmp_path):
+    """``clip_actions=False``: the deployed pipeline is rebuilt with the training pipeline's
+    settings, so a mean of 10 on Pendulum (bounds +-2) reaches the env as 10, as in training."""
+    algo = (
+        GePPOConfig()
+        .environment("Pendulum-v1", clip_actions=False)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .training(train_batch_size_per_learner=256, num_epochs=1, num_minibatches=2)
+        .build_algo()
+    )
+    try:
+        module = algo.learner_group._learner.module["default_policy"]
+        last = module.pi[-1]
+        with torch.no_grad():  # the mean in normalised units 5: 10 in the env's (centre 0, half range 2)
+            last.weight.zero_()
+            last.bias.fill_(5.0)
+        checkpoint = algo.save_to_path(str(tmp_path))
+    finally:
+        algo.stop()
+    policy = SavedPolicy.from_checkpoint(checkpoint)
+    assert policy.act(np.zeros(3, np.float32)) == pytest.approx([10.0])
+    assert policy.module_to_env.clip_actions is False

@@ -298,3 +298,31 @@ def test_rllib_train_file_runs_the_old_stack(tmp_path):
     assert [r["training_iteration"] for r in results] == [1, 2]
     assert [learner_stats(r)["num_policies"] for r in results] == [1, 2]
     assert all(math.isfinite(learner_stats(r)["tv"]) for r in results)
+
+
+def test_the_remote_rollout_worker_starts_with_the_driver_s_weights():
+    """Each RolloutWorker builds its policy with its own initial weights; GePPO's pi_0 is the
+    driver's, and the first batch's behaviour policy must be it, so that pi_0 / mu = 1."""
+    algo = small_config().build()
+    try:
+        local = algo.get_policy().get_weights()
+        [remote] = algo.env_runner_group.foreach_env_runner(
+            lambda worker: worker.get_policy().get_weights(), local_env_runner=False
+        )
+        assert local.keys() == remote.keys()
+        for name in local:
+            np.testing.assert_array_equal(remote[name], local[name], err_msg=name)
+        # A first batch from the remote worker: pi_0 / mu = 1 on every sample.
+        batch = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64)
+        batch = batch.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
+        pi0 = algo.get_policy().compute_log_likelihoods(batch["actions"], batch["obs"])
+        np.testing.assert_allclose(np.exp(pi0.numpy() - batch["action_logp"]), 1.0, rtol=1e-5)
+    finally:
+        algo.stop()
+
+
+def test_rllib_s_mean_std_filter_is_refused_with_the_default_model():
+    config = small_config().env_runners(observation_filter="MeanStdFilter")
+    with pytest.raises(ValueError, match=r"`observation_filter='MeanStdFilter'`: GePPO's default model"):
+        config.validate()
+    config.training(model={"custom_model": "my_model"}).validate()  # a custom ModelV2 may use it
