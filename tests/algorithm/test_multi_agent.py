@@ -285,9 +285,9 @@ def test_an_agent_that_acts_rarely_trains_and_its_samples_age_with_its_own_updat
 
 
 def test_a_version_with_few_samples_takes_a_share_in_proportion_to_them():
-    """The bursty agent's versions hold 64, 15, 3 or 1 samples: each of them weighs nu at its
+    """The bursty agent's versions hold from a few samples to tens: each sample weighs nu at its
     age, so a version of 3 samples takes about 3 samples' share of the objective (per-sample
-    weights of nu / n_v gave those 3 samples 30% of it)."""
+    weights of nu x N / n_v gave such a version up to 30% of it)."""
     algo = (
         GePPOConfig()
         .environment(BurstyAgentEnv)
@@ -309,7 +309,7 @@ def test_a_version_with_few_samples_takes_a_share_in_proportion_to_them():
                     assert 0 < ess <= algo.module_state("bursty").store.num_steps
                     updates += 1
         assert updates >= 4
-        assert min(counts) < 16 < 64 == max(counts)  # versions of very different sizes came up
+        assert min(counts) < 16 < 32 < max(counts)  # versions of very different sizes came up
     finally:
         algo.stop()
 
