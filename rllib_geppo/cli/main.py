@@ -181,10 +181,13 @@ def train_file(args: argparse.Namespace) -> int:
     local = "://" not in storage
     if local:
         check_run_lock(Path(run_path(storage, run_name)))
-    resume_from = preflight(args, specs, trials, storage, run_name)
     if args.resume and local:
+        # Options that would change the run are refused first: the command that the check of
+        # its checkpoints prints, to continue past a damaged one, must not hold them.
+        check_resume(storage, run_name, run_path(storage, run_name))
         specs = resumed_specs(args, specs, trials, run_path(storage, run_name))
-    elif args.resume:
+    resume_from = preflight(args, specs, trials, storage, run_name)
+    if args.resume and not local:
         log.warning(
             "--resume from %s: Tune reads the run there; the checks of a local run (its "
             "saved settings, checkpoints and lock) do not apply to remote storage.",
