@@ -240,7 +240,7 @@ class GePPOConfig(PPOConfig):
         # that is no schedule) with messages that name neither the setting nor a fix.
         problems = self.refused_settings()
         if problems:
-            self._value_error(
+            message = (
                 problems[0]
                 if len(problems) == 1
                 else (
@@ -248,6 +248,11 @@ class GePPOConfig(PPOConfig):
                     + "\n".join(f"  - {problem}" for problem in problems)
                 )
             )
+            # Each message names its fix: RLlib's advice to switch validation off is left out,
+            # though experimental(_validate_config=False) still turns the refusals into warnings.
+            if self._validate_config:
+                raise ValueError(message)
+            logger.warning(message)
         # PPOConfig.validate compares minibatch_size with the new samples per learner (and
         # explains it with PPO's split of the train batch); GePPO's minibatches come from the
         # whole store, which refused_settings checks, so RLlib's check runs without it (on the

@@ -25,6 +25,24 @@ if TYPE_CHECKING:
     from rllib_geppo.cli.experiment_file import ExperimentSpec
 
 
+#: RLlib's settings under the names older RLlib versions and examples use: old -> new. RLlib
+#: ignores some of the old names (``sgd_minibatch_size``) and fails on others with a traceback.
+RENAMED_KEYS = {
+    "num_workers": "num_env_runners",
+    "num_rollout_workers": "num_env_runners",
+    "num_envs_per_worker": "num_envs_per_env_runner",
+    "num_cpus_per_worker": "num_cpus_per_env_runner",
+    "num_gpus_per_worker": "num_gpus_per_env_runner",
+    "custom_resources_per_worker": "custom_resources_per_env_runner",
+    "evaluation_num_workers": "evaluation_num_env_runners",
+    "num_learner_workers": "num_learners",
+    "num_cpus_per_learner_worker": "num_cpus_per_learner",
+    "num_gpus_per_learner_worker": "num_gpus_per_learner",
+    "num_sgd_iter": "num_epochs",
+    "sgd_minibatch_size": "minibatch_size",
+}
+
+
 @dataclasses.dataclass
 class ConfigSchema:
     """What an algorithm's AlgorithmConfig accepts: its keys and the kinds of value per key."""
@@ -109,6 +127,11 @@ class ConfigSchema:
     def _check_key(self, key: str, value: Any, trial: dict[str, Any], spec: ExperimentSpec) -> None:
         """One config key: known, of an accepted kind and value; raises UserError."""
         where = f"{spec.where('config.' + key)}, config key '{key}'"
+        if key in RENAMED_KEYS:
+            raise UserError(
+                f"{where}: RLlib renamed this setting '{RENAMED_KEYS[key]}' (the old name is "
+                f"ignored or refused). Fix: write {RENAMED_KEYS[key]}: {value!r}."
+            )
         if key == "model" and self.new_api_stack(trial):
             raise UserError(
                 f"{where}: 'model' configures the old API stack's ModelV2 and is ignored on "

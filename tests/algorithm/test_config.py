@@ -346,3 +346,15 @@ def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
 def test_non_finite_or_list_lr_fails_validation(setting, value, message):
     with pytest.raises(ValueError, match=message):
         GePPOConfig().environment("Pendulum-v1").training(**{setting: value}).validate()
+
+
+def test_a_refusal_names_its_fix_without_rllib_s_advice_to_switch_validation_off(caplog):
+    config = pendulum(vf_loss_coeff=0.5, batch_multiple=0)
+    with pytest.raises(ValueError) as refused:
+        config.validate()
+    assert "GePPO cannot run with 2 settings of this config" in str(refused.value)
+    assert "suppress all validation errors" not in str(refused.value)
+    config.experimental(_validate_config=False)  # still RLlib's switch: refusals become warnings
+    with caplog.at_level(logging.WARNING, logger="rllib_geppo.algorithm.geppo"):
+        config.validate()
+    assert "GePPO cannot run with 2 settings of this config" in caplog.text

@@ -69,12 +69,16 @@ def test_a_trial_larger_than_the_joined_cluster_exits_2_naming_what_exists(local
         ),
         ("model_config.vf_fcnet_hiddens=[0]", "fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes"),
         ("policy_weights=[a,b]", "policy weights must be a list of numbers"),
+        ("num_workers=2", "config key 'num_workers': RLlib renamed this setting 'num_env_runners'"),
+        ("num_envs_per_worker=2", "RLlib renamed this setting 'num_envs_per_env_runner'"),
+        ("num_sgd_iter=5", "RLlib renamed this setting 'num_epochs'"),
+        ("sgd_minibatch_size=64", "Fix: write minibatch_size: 64"),  # RLlib ignored it
     ],
 )
 def test_cli_names_the_key_and_the_fix_before_ray_starts(override, message, capsys):
     assert main(["train", "file", "tuned_examples/geppo_pendulum.yaml", "--dry-run", "-c", override]) == 2
     err = capsys.readouterr().err
-    assert message in err and ("Fix the value" in err or "got" in err), err
+    assert message in err and ("Fix the value" in err or "got" in err or "Fix: " in err), err
 
 
 def test_cli_rejects_binary_files_and_directories(tmp_path, capsys):
