@@ -62,13 +62,18 @@ from rllib_geppo.algorithm.env_runners import ActingPolicies, FailedSamples, res
 from rllib_geppo.algorithm.settings import (
     GEPPO_NAMES,
     GEPPO_SETTINGS,
+    OLD_STACK_FILTER_LEFT_OUT,
     RLLIB_SETTINGS,
     UNUSED_SETTINGS,
+    geppo_modules_only,
+    leaves_out_old_stack_filter,
     refused_settings,
     training_annotations,
     training_docstring,
     training_signature,
     warn_on_biased_evaluation,
+    warn_on_shared_layers,
+    without_rllib_advice,
 )
 from rllib_geppo.core import policy_weights as pw
 from rllib_geppo.core import segments
@@ -78,11 +83,11 @@ from rllib_geppo.core.networks import DEFAULT_MODEL_CONFIG
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
 from rllib_geppo.records import result_schema
 from rllib_geppo.records.checkpoint_manifest import write_manifest
-from rllib_geppo.rl_module.checks import check_module_spaces, trained_modules
+from rllib_geppo.rl_module.checks import check_module_spaces, module_problems, trained_modules
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule, normalizes_observations
 from rllib_geppo.sampling.env_checks import is_class_path
 from rllib_geppo.sampling.episode_segments import segments_by_module
-from rllib_geppo.sampling.pipelines import flatten_observations, lean
+from rllib_geppo.sampling.pipelines import flatten_observations, lean, without_mean_std_filter
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +135,23 @@ class GePPOConfig(PPOConfig):
         for name, value in own.items():
             if value is not NotProvided:
                 setattr(self, name, value)
+        self._derive_batch_from_total(kwargs)
         return self
+
+    @override(PPOConfig)
+    def update_from_dict(self, config_dict: dict) -> GePPOConfig:
+        super().update_from_dict(config_dict)
+        self._derive_batch_from_total(config_dict)
+        return self
+
+    def _derive_batch_from_total(self, given: dict) -> None:
+        """A PPO config's ``train_batch_size`` alone sets n, as in RLlib: it clears GePPO's
+        default ``train_batch_size_per_learner``, which RLlib then derives as
+        ``train_batch_size`` / learners."""
+        if given.get("train_batch_size", NotProvided) is not NotProvided and (
+            given.get("train_batch_size_per_learner", NotProvided) is NotProvided
+        ):
+            self.train_batch_size_per_learner = None
 
     training.__doc__ += "\n" + textwrap.indent(training_docstring(), " " * 8)
     training.__signature__ = training_signature(PPOConfig.training)
@@ -223,6 +244,8 @@ class GePPOConfig(PPOConfig):
     @override(PPOConfig)
     def build_env_to_module_connector(self, env=None, spaces=None, device=None):
         pipeline = super().build_env_to_module_connector(env=env, spaces=spaces, device=device)
+        if geppo_modules_only(self):  # they normalise observations themselves
+            pipeline = without_mean_std_filter(pipeline)
         # RLlib's pieces, run without per-piece bookkeeping on every env step (see the module).
         return lean(flatten_observations(pipeline, multi_agent=self.is_multi_agent), device=device)
 
@@ -236,9 +259,10 @@ class GePPOConfig(PPOConfig):
     @override(PPOConfig)
     def validate(self) -> None:
         # GePPO's checks first, all reported at once (a config copied from PPO often holds
-        # several settings GePPO refuses): RLlib's own trip over some bad values (an lr list
-        # that is no schedule) with messages that name neither the setting nor a fix.
-        problems = self.refused_settings()
+        # several settings GePPO refuses), the environment's spaces and the modules included:
+        # RLlib's own trip over some bad values (an lr list that is no schedule) with messages
+        # that name neither the setting nor a fix.
+        problems = self.refused_settings() + self.module_problems()
         if problems:
             message = (
                 problems[0]
@@ -263,9 +287,15 @@ class GePPOConfig(PPOConfig):
         )
         try:
             super().validate()
+        except ValueError as err:  # RLlib's own refusal, which names its fix: without its advice
+            raise ValueError(without_rllib_advice(str(err))) from None
         finally:
             self.minibatch_size = minibatch_size
         warn_on_biased_evaluation(self)
+        warn_on_shared_layers(self)
+        if leaves_out_old_stack_filter(self):
+            logger.info(OLD_STACK_FILTER_LEFT_OUT)
+            self.observation_filter = "NoFilter"
         if self.env_runner_cls is None and self.enable_env_runner_and_connector_v2 and not self.output:
             from rllib_geppo.sampling.env_runner import GePPOEnvRunner, GePPOMultiAgentEnvRunner
 
@@ -277,6 +307,12 @@ class GePPOConfig(PPOConfig):
         the setting and the fix (empty: none); :meth:`validate` raises them together
         (:func:`rllib_geppo.algorithm.settings.refused_settings`)."""
         return refused_settings(self)
+
+    def module_problems(self) -> list[str]:
+        """What the environment's spaces and the modules built for them refuse, checked here in
+        the driver as each trial will check them before any worker starts: one message, or none
+        (:func:`rllib_geppo.rl_module.checks.module_problems`)."""
+        return [] if self.in_evaluation else module_problems(self)
 
 
 #: Checkpoint component holding each trained module's store, adapted lr and running statistics.
@@ -387,11 +423,15 @@ class GePPO(PPO):
             )
             self.metrics.log_value((LEARNER_RESULTS, module_id, "num_dropped_segments"), dropped, window=1)
 
+    def _env_steps_sampled(self) -> int:
+        """Env steps sampled over the run, where RLlib's schedules are read."""
+        return self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+
     def _update_learners(self) -> None:
         """One update of every module that may update, then each one's lr rule."""
         iteration = self.iteration + 1
         inputs = {
-            module_id: self.stores.update_inputs(module_id)
+            module_id: self.stores.update_inputs(module_id, self._env_steps_sampled())
             for module_id in self.stores
             if self.stores.may_update(module_id, iteration=iteration)
         }
@@ -442,9 +482,7 @@ class GePPO(PPO):
             **data,
             timesteps={
                 UPDATE_INPUTS: inputs,
-                NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
-                    (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
-                ),
+                NUM_ENV_STEPS_SAMPLED_LIFETIME: self._env_steps_sampled(),
             },
         )
 

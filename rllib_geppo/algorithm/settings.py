@@ -29,7 +29,13 @@ from rllib_geppo.core.gradients import CLIP_BY, CLIP_SCOPES
 from rllib_geppo.core.module_state import REWARD_SCALINGS
 from rllib_geppo.core.policy_weights import KINDS, TRADEOFF_RULES
 from rllib_geppo.core.rules import Rule, at_least, between, count, flag, is_integer, one_of, positive
-from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule, unread_model_config
+from rllib_geppo.core.schedules import is_schedule
+from rllib_geppo.rl_module.torch_rl_module import (
+    SEPARATE_NETWORKS,
+    GePPOTorchRLModule,
+    shares_layers,
+    unread_model_config,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -83,22 +89,9 @@ def _sample_lag(config) -> Rule:
     )
 
 
-_NO_SCHEDULE = "a constant; schedules are not supported"
-
-
 def _is_schedule(value: Any) -> bool:
-    """RLlib's schedules: [[timestep, value], ...] from timestep 0, timesteps increasing, each
-    value a finite positive number."""
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(
-            isinstance(p, list) and len(p) == 2 and count(0).ok(p[0]) and positive().ok(p[1]) for p in value
-        )
-    ):
-        return False
-    steps = [p[0] for p in value]
-    return steps[0] == 0 and steps == sorted(steps)
+    """RLlib's schedule of a positive setting (an lr): each value a finite positive number."""
+    return is_schedule(value, positive().ok)
 
 
 def _layer_sizes(model_config: Any) -> bool:
@@ -132,6 +125,12 @@ RLLIB_RULES: dict[str, Rule] = {
         "a mapping whose fcnet_hiddens and vf_fcnet_hiddens are lists of layer sizes (integers >= 1)",
     ),
 }
+
+_ENTROPY_COEFF = Rule(
+    lambda value: at_least(0).ok(value) or is_schedule(value, at_least(0).ok),
+    "a finite number >= 0, or a schedule [[0, c], [env steps, c], ...] of such numbers",
+)
+_NO_KL_SHORT = "the clip range and the TV-driven policy lr bound each update"
 
 _WEIGHTS = Rule(
     lambda value: value in KINDS or not isinstance(value, str), f"one of {KINDS} or a list of weights"
@@ -222,8 +221,9 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
 
 #: RLlib's settings, with GePPO's defaults (the paper's) and rules that hold for any algorithm.
 RLLIB_SETTINGS: tuple[Setting, ...] = (
-    Setting("lr", 3e-4, positive().because("GePPO adapts the policy lr itself; schedules are not supported"),
-            "eta, the initial policy lr (Adam step size), adapted every iteration."),
+    Setting("lr", 3e-4, RLLIB_RULES["lr"],
+            "eta, the initial policy lr (Adam step size), adapted every iteration; or, with "
+            "`adaptive_lr=False`, RLlib's schedule [[0, lr], [env steps, lr], ...]."),
     Setting("gamma", 0.995, between(0, 1, low_open=True), "The discount."),
     Setting("lambda_", 0.97, between(0, 1), "GAE lambda."),
     Setting("clip_param", 0.2, between(0, 1, low_open=True, high_open=True),
@@ -236,13 +236,27 @@ RLLIB_SETTINGS: tuple[Setting, ...] = (
     Setting("grad_clip", 0.5, positive().or_none("no clip"),
             "The policy's gradient-norm clip; the value function is never clipped."),
     Setting("grad_clip_by", "global_norm", one_of(CLIP_BY), "How `grad_clip` clips (RLlib's)."),
-    Setting("entropy_coeff", 0.0, at_least(0).because(_NO_SCHEDULE),
-            "Subtracts this times the weighted mean entropy (nats) from each minibatch's policy loss."),
+    Setting("entropy_coeff", 0.0, _ENTROPY_COEFF,
+            "Subtracts this times the weighted mean entropy (nats) from each minibatch's policy loss "
+            "(RLlib's schedules too)."),
     Setting("num_env_runners", 1, RLLIB_RULES["num_env_runners"], "EnvRunner processes."),
     Setting("num_envs_per_env_runner", 2, RLLIB_RULES["num_envs_per_env_runner"],
             "Envs stepped together on each EnvRunner (1 is the paper's single env)."),
     Setting("num_learners", 0, RLLIB_RULES["num_learners"], "Learner processes."),
     Setting("seed", None, RLLIB_RULES["seed"], "The trial's seed; None draws one."),
+    Setting("train_batch_size", 4000, RLLIB_RULES["train_batch_size"],
+            "Read, as in RLlib, only where `train_batch_size_per_learner` is None, which setting "
+            "`train_batch_size` alone makes it: n is then this / learners."),
+    Setting("vf_clip_param", math.inf, Rule(lambda v: v > 0 and v == v, "a positive number or inf"),
+            "PPO's clip of each sample's squared value error, in squared (scaled-reward) return "
+            "units; inf: no clip (PPO's default is 10)."),
+    Setting("vf_loss_coeff", 1.0, at_least(0),
+            "Not read: the value function has its own Adam optimizer, whose steps a constant scale "
+            "of its loss leaves alone (up to `adam_eps`); `vf_lr` sets its step size."),
+    Setting("kl_coeff", 0.0, at_least(0),
+            "Not read (as in PPO with `use_kl_loss=False`, which GePPO keeps): " + _NO_KL_SHORT + "."),
+    Setting("kl_target", 0.01, at_least(0),
+            "Not read: GePPO's target is a TV change of eps/2 per update, set by `clip_param`."),
 )
 # fmt: on
 
@@ -260,22 +274,12 @@ _NO_LEARNER_CONNECTOR = (
 #: PPO's and RLlib's training settings that GePPO does not use: name -> (GePPO's default, what to
 #: use instead). validate() refuses any other value, before Ray starts (docs/algorithm.md).
 UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
-    "vf_loss_coeff": (1.0, "the value function has its own Adam optimizer; set its step size "
-                           "with `vf_lr`"),
     "use_kl_loss": (False, _NO_KL),
-    "kl_coeff": (0.0, _NO_KL),
-    "kl_target": (0.01, "GePPO's target is a total-variation change of eps/2 per update, set by "
-                        "`clip_param`; `lr_adapt_min_ratio` sets the band below it"),
-    "vf_clip_param": (math.inf, "GePPO never clips the value loss; `grad_clip_scope='all'` clips "
-                                "the value gradient's norm together with the policy's"),
     "use_critic": (True, "GePPO always learns a value function (V-trace needs it)"),
     "use_gae": (True, "GePPO's advantages are always V-trace GAE; `lambda_` and `vtrace_clip` "
                       "set them (`lambda_=1.0`: Monte Carlo-like returns)"),
-    "entropy_coeff_schedule": (None, "use a constant `entropy_coeff`"),
-    "lr_schedule": (None, "GePPO adapts the policy lr from the TV each iteration; "
-                          "`adaptive_lr=False` keeps `lr` fixed"),
-    "train_batch_size": (4000, "set `train_batch_size_per_learner` (n, new env steps per "
-                               "iteration and learner)"),
+    "entropy_coeff_schedule": (None, "RLlib's old name: write the schedule as `entropy_coeff`"),
+    "lr_schedule": (None, "RLlib's old name: write the schedule as `lr` (with `adaptive_lr=False`)"),
     "optimizer": ({}, "GePPO uses Adam for the policy and the value function; `lr`, `vf_lr` and "
                       "`adam_eps` set them"),
     "_learner_connector": (None, _NO_LEARNER_CONNECTOR),
@@ -337,16 +341,6 @@ def refused_settings(config: Any) -> list[str]:
         problems.append(
             "GePPO trains multi-agent configs on RLlib's new API stack only. Fix: "
             "remove .api_stack(...), or the .multi_agent(...) settings."
-        )
-    old_stack_default_model = not config.enable_env_runner_and_connector_v2 and not config.model.get(
-        "custom_model"
-    )
-    if old_stack_default_model and config.observation_filter == "MeanStdFilter":
-        problems.append(
-            "`observation_filter='MeanStdFilter'`: GePPO's default model normalises observations "
-            "itself, with running statistics that stay right under sample reuse, and RLlib's filter "
-            "would normalise them a second time. Fix: leave observation_filter at 'NoFilter' (a "
-            "custom ModelV2, which has no such statistics, may use the filter)."
         )
     if config.model_config.get("use_lstm") or config.model_config.get("use_attention"):
         problems.append(
@@ -425,6 +419,12 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
                     f"`{setting}={value!r}` runs on the new API stack only; leave it "
                     "at its default on the old API stack."
                 )
+    if not failed & {"lr", "adaptive_lr"} and isinstance(config.lr, list) and config.adaptive_lr:
+        problems.append(
+            "`lr` is a schedule, but `adaptive_lr=True` sets the policy lr from each update's TV "
+            "(Algorithm 1). Fix: .training(adaptive_lr=False) to follow the schedule, or a "
+            "constant `lr`, the lr rule's starting value."
+        )
     if config.is_multi_agent and config.stagger_starts:
         problems.append(
             "`stagger_starts=True` runs with single-agent environments only; leave "
@@ -449,19 +449,32 @@ def unused_setting_problems(config: Any) -> list[str]:
 def geppo_model_configs(config: Any) -> dict[str, Any]:
     """The model configs that GePPO's own RLModule is built with, by where they are set
     ("" for ``.rl_module(model_config=...)``); a user's RLModule reads its own."""
-    spec = config._rl_module_spec
-    specs = getattr(spec, "rl_module_specs", spec)
-    specs = specs if isinstance(specs, dict) else {None: specs}
-
-    def ours(module_spec) -> bool:
-        return getattr(module_spec, "module_class", None) in (None, GePPOTorchRLModule)
-
-    configs = {"": config._model_config} if any(map(ours, specs.values())) else {}
+    specs = module_specs(config)
+    configs = {"": config._model_config} if any(map(is_geppo_module, specs.values())) else {}
     for module_id, module_spec in specs.items():
-        if ours(module_spec) and getattr(module_spec, "model_config", None):
+        if is_geppo_module(module_spec) and getattr(module_spec, "model_config", None):
             where = f"module {module_id!r}: " if module_id is not None else "rl_module_spec: "
             configs[where] = module_spec.model_config
     return configs
+
+
+def geppo_modules_only(config: Any) -> bool:
+    """Whether every module the config builds is GePPO's own RLModule, which normalises its
+    observations itself."""
+    return all(map(is_geppo_module, module_specs(config).values()))
+
+
+def module_specs(config: Any) -> dict[Any, Any]:
+    """The module specs the config sets, by module ID (None: the single-agent spec, or no
+    spec: the default module)."""
+    spec = config._rl_module_spec
+    specs = getattr(spec, "rl_module_specs", spec)
+    return specs if isinstance(specs, dict) else {None: specs}
+
+
+def is_geppo_module(module_spec: Any) -> bool:
+    """Whether ``module_spec`` (or its absence) builds GePPO's own RLModule."""
+    return getattr(module_spec, "module_class", None) in (None, GePPOTorchRLModule)
 
 
 def _same(value, default) -> bool:
@@ -470,6 +483,12 @@ def _same(value, default) -> bool:
         return bool(value == default)
     except (TypeError, ValueError):
         return False
+
+
+def without_rllib_advice(message: str) -> str:
+    """RLlib's refusal without its closing advice to switch validation off (the fix is to
+    change the value)."""
+    return message.split("\nTo suppress all validation errors")[0]
 
 
 def warn_on_biased_evaluation(config: Any) -> None:
@@ -485,6 +504,31 @@ def warn_on_biased_evaluation(config: Any) -> None:
             "end first, the shortest where episodes can end early, so its return is biased. "
             "Fix: .evaluation(evaluation_config={'num_envs_per_env_runner': 1})."
         )
+
+
+#: Logged where the old API stack's default model takes the place of RLlib's MeanStdFilter.
+OLD_STACK_FILTER_LEFT_OUT = (
+    "observation_filter='MeanStdFilter' is left out: GePPO's default model normalises "
+    "observations itself, with running statistics that stay right under sample reuse and are "
+    "saved with its weights (a custom ModelV2 keeps the filter)."
+)
+
+
+def leaves_out_old_stack_filter(config: Any) -> bool:
+    """Whether the old API stack's default model takes the place of RLlib's MeanStdFilter
+    (a custom ModelV2, which keeps no statistics, runs with the filter)."""
+    return (
+        not config.enable_env_runner_and_connector_v2
+        and not config.model.get("custom_model")
+        and config.observation_filter == "MeanStdFilter"
+    )
+
+
+def warn_on_shared_layers(config: Any) -> None:
+    """GePPO's module keeps the policy and value networks separate: say so where a model
+    config asks for shared layers, RLlib's ``DefaultModelConfig`` by default."""
+    if any(map(shares_layers, geppo_model_configs(config).values())):
+        _warn_once(SEPARATE_NETWORKS)
 
 
 @functools.cache

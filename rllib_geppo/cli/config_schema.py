@@ -16,9 +16,9 @@ import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from rllib_geppo.algorithm.settings import RLLIB_RULES
+from rllib_geppo.algorithm.settings import RLLIB_RULES, without_rllib_advice
 from rllib_geppo.cli.errors import UserError, describe, kind, suggest
-from rllib_geppo.cli.quiet import quiet_rllib
+from rllib_geppo.cli.quiet import quiet_fds, quiet_rllib
 from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config
 
 if TYPE_CHECKING:
@@ -155,19 +155,23 @@ class ConfigSchema:
             check_env(value, spec.where("config.env"))
 
     def _rejections(self, trial: dict[str, Any], spec: ExperimentSpec) -> list[str]:
-        """What the algorithm's config refuses: each of GePPO's refused settings (its
-        ``refused_settings``), else the first error of RLlib's validate()."""
+        """What the algorithm's config refuses: each of GePPO's refused settings and what its
+        environment's spaces and modules refuse (its ``refused_settings`` and
+        ``module_problems``), else the first error of RLlib's validate()."""
 
         def rejects(message: str) -> str:
-            # Drop RLlib's advice to switch validation off: the fix is to change the value.
-            message = message.split("\nTo suppress all validation errors")[0]
+            message = without_rllib_advice(message)  # for algorithms other than GePPO
             return f"{spec.where()}: {self.algo} rejects the config: {message}"
 
         try:
-            with quiet_rllib():
+            with quiet_rllib(), quiet_fds():  # MuJoCo's compiler prints deprecation notes from C
                 config = self.defaults.copy(copy_frozen=False)
                 config.update_from_dict(to_algorithm_config(trial))
-                refused = config.refused_settings() if hasattr(config, "refused_settings") else []
+                refused = (
+                    config.refused_settings() + config.module_problems()
+                    if hasattr(config, "refused_settings")
+                    else []
+                )
                 if not refused:
                     config.validate()
         except (ValueError, TypeError, KeyError) as e:

@@ -43,10 +43,11 @@ KNOWN_NOISE = (
     # MuJoCo's compiler, on a model file of gymnasium's MuJoCo tasks; the model loads as intended.
     "compiler attribute 'settotalmass' is deprecated",
     # Tune, when rllib train file ends its run after Ctrl+C or SIGTERM: the command says what
-    # happens itself, and prints its own resume command (Tune's names Tuner.restore).
+    # happens itself, and prints its own resume command (Tune's names Tuner.restore or
+    # tune.run_experiments(..., resume=True), by the entry point it was run through).
     "Stop signal received (e.g. via SIGINT/Ctrl+C), ending Ray Tune run",
     "Experiment has been interrupted, but the most recent state was saved",
-    "Resume experiment with: Tuner.restore(",
+    "Resume experiment with: ",
 )
 
 

@@ -1,6 +1,7 @@
 """Validating an experiment before Ray starts: its config against the algorithm's
 (:class:`~rllib_geppo.cli.config_schema.ConfigSchema`), its stop criteria against the keys the
-algorithm reports, its checkpoint settings, and GePPO's spaces and modules on the env itself.
+algorithm reports and its checkpoint settings. The config's check includes GePPO's spaces and
+modules on the env itself (``GePPOConfig.module_problems``), so every refusal comes in one message.
 
 Each check raises :class:`UserError`, whose message names the file, the key and the fix.
 """
@@ -16,8 +17,7 @@ from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
 from rllib_geppo.cli.config_schema import ConfigSchema, check_env
 from rllib_geppo.cli.errors import UserError, describe, kind, suggest
 from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
-from rllib_geppo.cli.quiet import quiet_fds
-from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config, trainable
+from rllib_geppo.cli.trainables import trainable
 from rllib_geppo.records.result_keys import RETURN_KEY
 
 log = logging.getLogger(__name__)
@@ -58,57 +58,7 @@ def validate_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:
         for trial in trials:
             schema.check_config(trial, spec)
             _check_stop(trial, spec, schema.new_api_stack(trial))
-        _check_spaces(spec, trials)
     return trials
-
-
-def _check_spaces(spec: ExperimentSpec, trials: list[dict[str, Any]]) -> None:
-    """GePPO's check of the spaces and modules (:func:`rllib_geppo.rl_module.checks.check_module_spaces`,
-    which the algorithm makes in each trial's setup), here before Ray starts: each distinct
-    env, with its settings, is made once."""
-    from rllib_geppo.algorithm.geppo import GePPO
-
-    if not issubclass(algorithm_class(spec.run, spec.where()), GePPO):
-        return
-    checked: set[str] = set()
-    for trial in trials:
-        env = trial.get("env")
-        key = repr({k: v for k, v in trial.items() if k != "seed"})
-        if env is None or key in checked:
-            continue
-        checked.add(key)
-        try:
-            check_trial_spaces(trial, spec.where("config.env"))
-        except ValueError as e:
-            raise UserError(f"{spec.where('config.env')}, 'env: {env}': {e}") from None
-
-
-def check_trial_spaces(trial: dict[str, Any], where: str) -> None:
-    """Make a trial's env as the algorithm makes it and check its modules; raises ValueError
-    for what GePPO cannot train. An env that cannot be made here (e.g. a cluster's env whose
-    package only its worker nodes have) is left to the trial, with a warning."""
-    from ray.rllib.algorithms.algorithm import Algorithm
-
-    from rllib_geppo.algorithm.geppo import GePPOConfig
-    from rllib_geppo.rl_module.checks import check_module_spaces
-
-    config = GePPOConfig().update_from_dict(to_algorithm_config(trial))
-    try:
-        # RLlib's own lookup: a Tune-registered name, a class path or a gymnasium id.
-        _, creator = Algorithm._get_env_id_and_creator(config.env, config)
-        with quiet_fds():  # MuJoCo's compiler prints deprecation notes from C
-            check_module_spaces(config, creator)
-    except ValueError:
-        raise
-    except Exception as e:  # whatever the env's constructor raises
-        log.warning(
-            "%s: could not make env %r to check its spaces before the run (%s: %s); "
-            "each trial checks them when it starts.",
-            where,
-            config.env,
-            type(e).__name__,
-            e,
-        )
 
 
 def _validate_sb3_experiment(spec: ExperimentSpec) -> list[dict[str, Any]]:

@@ -21,4 +21,5 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``adam`` | the fused Adam step, skipped on the device when a step is not finite |
 | ``compiled_step`` | the minibatch step compiled once (gradients by ``torch.func``) and its eager twin |
 | ``rules`` | one way of saying no: a setting's rule and its message |
+| ``schedules`` | RLlib's schedules of ``lr`` and ``entropy_coeff``: their values by env steps sampled |
 """

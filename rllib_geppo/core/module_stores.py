@@ -31,6 +31,7 @@ from rllib_geppo.core import segments
 from rllib_geppo.core.module_state import ModuleState
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import with_lag
+from rllib_geppo.core.schedules import value_at
 from rllib_geppo.core.segments import Segment, describe_nonfinite
 from rllib_geppo.core.update_inputs import UpdateInputs
 
@@ -67,7 +68,7 @@ class ModuleStores:
         self.states = {
             module_id: ModuleState(
                 len(self.nu),
-                policy_lr=config.lr,
+                policy_lr=value_at(config.lr, 0),
                 gamma=config.gamma,
                 reward_scaling=config.reward_scaling,
                 track_obs_stats=tracks,
@@ -156,9 +157,13 @@ class ModuleStores:
             return False
         return True
 
-    def update_inputs(self, module_id: str) -> UpdateInputs:
-        """A module's :class:`UpdateInputs` for this update, from its store's ages under pi_k."""
+    def update_inputs(self, module_id: str, timestep: int = 0) -> UpdateInputs:
+        """A module's :class:`UpdateInputs` for this update, from its store's ages under pi_k;
+        ``timestep`` (env steps sampled so far) is where RLlib's schedules are read (an ``lr``
+        schedule sets the policy lr, which ``adaptive_lr`` then does not)."""
         state = self.states[module_id]
+        if isinstance(self.config.lr, list):
+            state.policy_lr = value_at(self.config.lr, timestep)
         obs_mean, obs_std = state.obs_moments()
         return UpdateInputs(
             policy_lr=state.policy_lr,
@@ -170,6 +175,7 @@ class ModuleStores:
             minibatches_per_epoch=self.minibatches_per_epoch(module_id),
             shuffle_seed=self.shuffle_seed(),
             obs_stats_before_update=self.config.obs_stats_warm_start and state.version == 0,
+            entropy_coeff=value_at(self.config.entropy_coeff, timestep),
         )
 
     def sample_lag(self, module_id: str) -> int:

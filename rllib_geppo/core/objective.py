@@ -16,6 +16,8 @@ Pure torch; no Ray. Both API stacks call these functions. ``center`` is computed
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 Tensor = torch.Tensor
@@ -70,9 +72,14 @@ def entropy_bonus(entropy: Tensor, weights: Tensor) -> Tensor:
     return torch.mean(weights * entropy)
 
 
-def value_loss(values: Tensor, value_targets: Tensor, weights: Tensor) -> Tensor:
-    """``0.5 * mean(w * (target - V)^2)``; the targets are fixed for the whole update."""
-    return 0.5 * torch.mean(weights * (value_targets - values) ** 2)
+def value_loss(values: Tensor, value_targets: Tensor, weights: Tensor, clip: float = math.inf) -> Tensor:
+    """``0.5 * mean(w * min((target - V)^2, clip))``; the targets are fixed for the whole
+    update. ``clip`` is PPO's ``vf_clip_param`` (default inf: no clip): a sample whose squared
+    error exceeds it adds a constant, and no gradient, as in RLlib's PPO."""
+    squared_error = (value_targets - values) ** 2
+    if math.isfinite(clip):
+        squared_error = torch.clamp(squared_error, max=clip)
+    return 0.5 * torch.mean(weights * squared_error)
 
 
 def geppo_losses(
@@ -86,7 +93,8 @@ def geppo_losses(
     weights: Tensor,
     clip_eps: float,
     entropy: Tensor | None = None,
-    entropy_coeff: float = 0.0,
+    entropy_coeff: float | Tensor = 0.0,
+    vf_clip_param: float = math.inf,
 ) -> tuple[Tensor, Tensor]:
     """One minibatch's ``(policy_loss, value_loss)``: :func:`clipped_surrogate_loss` with
     rho = pi_theta / mu, less ``entropy_coeff`` times :func:`entropy_bonus`, and :func:`value_loss`.
@@ -94,16 +102,16 @@ def geppo_losses(
     ``advantages`` are standardised over the minibatch already (:func:`standardize_advantages`;
     with several learners, over the global minibatch each holds a slice of).
     ``logp`` is log pi_theta(a|s) with gradient; ``center`` is pi_k / mu (:func:`ratio`);
-    ``entropy`` is H(pi_theta(.|s)) per sample with gradient, needed only when ``entropy_coeff``
-    (>= 0, default 0: no bonus) is not 0; the other arguments are as in
-    :func:`clipped_surrogate_loss` and :func:`value_loss`.
+    ``entropy`` is H(pi_theta(.|s)) per sample with gradient, given where there is a bonus
+    (``entropy_coeff`` >= 0, a number or a 0-d tensor; default 0: no bonus); the other arguments are as in
+    :func:`clipped_surrogate_loss` and :func:`value_loss` (``vf_clip_param`` its ``clip``).
     """
     policy_loss = clipped_surrogate_loss(ratio(logp, behaviour_logp), center, advantages, weights, clip_eps)
-    if entropy_coeff:
-        if entropy is None:
-            raise ValueError("geppo_losses: entropy_coeff is not 0 but no entropy was given.")
+    if entropy is not None:
         policy_loss = policy_loss - entropy_coeff * entropy_bonus(entropy, weights)
-    return policy_loss, value_loss(values, value_targets, weights)
+    elif not isinstance(entropy_coeff, Tensor) and entropy_coeff:
+        raise ValueError("geppo_losses: entropy_coeff is not 0 but no entropy was given.")
+    return policy_loss, value_loss(values, value_targets, weights, vf_clip_param)
 
 
 def policy_change_stats(

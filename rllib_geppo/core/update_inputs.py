@@ -22,7 +22,8 @@ class UpdateInputs:
     """One update's inputs, the same for every learner.
 
     Attributes:
-        policy_lr: the policy optimizer's learning rate for this update (adapted by the lr rule).
+        policy_lr: the policy optimizer's learning rate for this update (adapted by the lr rule,
+            or read from ``lr``'s schedule).
         clip_eps: eps of the clipped objective for this update: eps_PPO / E_nu[i + 1] (with
             ``lag_clip_rule="bound"``, over the lagged weights, so it shrinks when the youngest
             stored batch is not age 0).
@@ -38,6 +39,8 @@ class UpdateInputs:
         shuffle_seed: seed of this update's minibatch shuffles, the same for every learner, so
             that learners averaging their gradients slice the same global minibatches
             (:mod:`rllib_geppo.core.minibatches`).
+        entropy_coeff: the entropy bonus's coefficient for this update (``entropy_coeff``, or
+            its schedule's value).
     """
 
     policy_lr: float
@@ -49,3 +52,4 @@ class UpdateInputs:
     minibatches_per_epoch: int
     shuffle_seed: int
     obs_stats_before_update: bool = False
+    entropy_coeff: float = 0.0

@@ -37,6 +37,7 @@ from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
 from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
 from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
+from rllib_geppo.core.schedules import value_at
 from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER, GePPOLearner
@@ -79,6 +80,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
         self._compile_after = resolve_compile(self.config.compile_learner)
         self._gradient_steps: dict[ModuleID, CompiledStep] = {}
+        # Each module's entropy coefficient for the update under way, a tensor on the device
+        # that each update refills: a schedule's new value recompiles nothing.
+        self._entropy_coeffs: dict[ModuleID, Tensor] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -125,6 +129,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     ) -> tuple[dict[str, float], int]:
         policy_group, _ = self.get_optimizer(module_id, OPTIMIZER).param_groups
         policy_group["lr"] = inputs.policy_lr
+        self._entropy_coeff(module_id).fill_(inputs.entropy_coeff)
         if inputs.obs_stats_before_update:
             self._install_obs_stats(module_id, inputs)
         data = self.prepare_update(module_id, layout, inputs)
@@ -132,6 +137,15 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         stats = self.policy_change_stats(module_id, data, inputs)
         self._install_obs_stats(module_id, inputs)
         return {**losses, **stats, "policy_lr": inputs.policy_lr}, steps
+
+    def _entropy_coeff(self, module_id: ModuleID) -> Tensor:
+        """The module's entropy coefficient tensor (``entropy_coeff`` at timestep 0 until an
+        update sets it)."""
+        if module_id not in self._entropy_coeffs:
+            self._entropy_coeffs[module_id] = torch.tensor(
+                value_at(self.config.entropy_coeff, 0), dtype=torch.float32, device=self.device
+            )
+        return self._entropy_coeffs[module_id]
 
     def _install_obs_stats(self, module_id: ModuleID, inputs: UpdateInputs) -> None:
         """The module's observation statistics, where it normalises observations (GePPO's own
@@ -254,7 +268,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             forward(minibatch[C.OBS]) if forward else forward_train(module, minibatch[C.OBS])
         )
         dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
-        entropy_coeff = self.config.entropy_coeff
+        bonus = self.config.entropy_coeff != 0  # a constant 0 adds no term; a schedule always one
         return objective.geppo_losses(
             logp=dist.logp(minibatch[C.ACTIONS]),
             behaviour_logp=minibatch[C.BEHAVIOUR_LOGP],
@@ -264,8 +278,9 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             value_targets=minibatch[C.VALUE_TARGETS],
             weights=minibatch[C.SAMPLE_WEIGHTS],
             clip_eps=clip_eps,
-            entropy=dist.entropy() if entropy_coeff else None,
-            entropy_coeff=entropy_coeff,
+            entropy=dist.entropy() if bonus else None,
+            entropy_coeff=self._entropy_coeff(module_id) if bonus else 0.0,
+            vf_clip_param=self.config.vf_clip_param,
         )
 
     def minibatch_step(

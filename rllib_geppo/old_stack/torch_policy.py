@@ -33,6 +33,7 @@ from torch import nn
 from rllib_geppo.core import objective
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.gradients import clip_gradients_
+from rllib_geppo.core.schedules import value_at
 from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
@@ -90,6 +91,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
         # Each update sets its own eps (begin_update); the loss traced on RLlib's dummy batch
         # before any update uses eps_PPO.
         self.clip_eps = config["clip_param"]
+        self.entropy_coeff = value_at(config["entropy_coeff"], 0)  # set by each update after this
         self.num_skipped_steps = 0
         self._weighted_minibatch = True
         TorchPolicyV2.__init__(
@@ -143,7 +145,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
         policy_params = [p for p in self.model.parameters() if id(p) not in value_ids]
         eps = self.config["adam_eps"]
         # Kept by name here: TorchPolicyV2 holds its list only in a private attribute.
-        self.policy_optimizer = torch.optim.Adam(policy_params, lr=self.config["lr"], eps=eps)
+        self.policy_optimizer = torch.optim.Adam(policy_params, lr=value_at(self.config["lr"], 0), eps=eps)
         self.value_optimizer = torch.optim.Adam(value_params, lr=self.config["vf_lr"], eps=eps)
         return [self.policy_optimizer, self.value_optimizer]
 
@@ -168,7 +170,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
     ) -> list[torch.Tensor]:
         dist_inputs, _ = model(train_batch)
         dist = dist_class(dist_inputs, model)
-        entropy_coeff = self.config["entropy_coeff"]
+        bonus = self.config["entropy_coeff"] != 0  # a constant 0 adds no term; a schedule always one
         policy_loss, vf_loss = objective.geppo_losses(
             logp=dist.logp(train_batch[C.ACTIONS]),
             behaviour_logp=train_batch[C.BEHAVIOUR_LOGP],
@@ -180,8 +182,9 @@ class GePPOTorchPolicy(TorchPolicyV2):
             value_targets=train_batch[C.VALUE_TARGETS],
             weights=train_batch[C.SAMPLE_WEIGHTS],
             clip_eps=self.clip_eps,
-            entropy=dist.entropy() if entropy_coeff else None,
-            entropy_coeff=entropy_coeff,
+            entropy=dist.entropy() if bonus else None,
+            entropy_coeff=self.entropy_coeff,
+            vf_clip_param=self.config["vf_clip_param"],
         )
         model.tower_stats["policy_loss"] = policy_loss
         model.tower_stats["vf_loss"] = vf_loss
@@ -227,10 +230,12 @@ class GePPOTorchPolicy(TorchPolicyV2):
         return self.policy_optimizer.param_groups[0]["lr"]
 
     def begin_update(self, inputs: UpdateInputs) -> None:
-        """Take this update's policy lr and clip range (decided by the Algorithm)."""
+        """Take this update's policy lr, clip range and entropy coefficient (decided by the
+        Algorithm)."""
         for group in self.policy_optimizer.param_groups:
             group["lr"] = inputs.policy_lr
         self.clip_eps = inputs.clip_eps
+        self.entropy_coeff = inputs.entropy_coeff
         self.num_skipped_steps = 0
 
     def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:

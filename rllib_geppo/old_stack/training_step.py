@@ -65,7 +65,7 @@ def training_step_old_api_stack(
         return {}
 
     policy: GePPOTorchPolicy = workers.local_env_runner.get_policy()
-    inputs = stores.update_inputs(DEFAULT_POLICY_ID)
+    inputs = stores.update_inputs(DEFAULT_POLICY_ID, counters[NUM_ENV_STEPS_SAMPLED])
     with timers[LEARN_ON_BATCH_TIMER]:
         stats, rows = _update_policy(policy, stores[DEFAULT_POLICY_ID].store.update_layout(), inputs, config)
     counters[NUM_ENV_STEPS_TRAINED] += rows

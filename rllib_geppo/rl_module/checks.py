@@ -4,15 +4,18 @@
 the env-to-module connectors as the EnvRunners will (Dict and Tuple observations come out
 flattened, see ``GePPOConfig.build_env_to_module_connector``), builds each trained module from
 the config's spec and checks it: every refused space or model fails here, with what to do
-instead, not in a remote EnvRunner or learner.
+instead, not in a remote EnvRunner or learner. :func:`module_problems` runs it from
+``GePPOConfig.validate()``, so that these refusals come with the settings' in one message.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.common.frame_stacking import FrameStacking
 from ray.rllib.connectors.env_to_module import MeanStdFilter
@@ -25,9 +28,11 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from rllib_geppo.rl_module.apis import value_function_attributes
-from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule, check_spaces, normalizes_observations
+from rllib_geppo.rl_module.torch_rl_module import check_spaces, normalizes_observations
 
 ModuleID = str
+
+logger = logging.getLogger(__name__)
 
 
 def trained_modules(config: AlgorithmConfig) -> list[ModuleID]:
@@ -120,25 +125,85 @@ def check_module_spaces(
             f"{config.env!r}: no agent maps to the trained module(s) {missing}; check "
             "policy_mapping_fn and policies_to_train."
         )
+    if filtered:  # GePPOConfig leaves the filter out where all modules are GePPO's
+        raise ValueError(f"{config.env!r}: {FILTERED_USER_MODULE}")
     specs = config.get_multi_rl_module_spec(spaces=spaces).rl_module_specs
     for module_id in trained_modules(config):
         try:
-            module = specs[module_id].build()
-            check_trainable(module)
-            normalizes = isinstance(module, GePPOTorchRLModule) and normalizes_observations(
-                module.observation_space
-            )
-            if filtered and normalizes:
-                raise ValueError(
-                    "RLlib's MeanStdFilter (observation_filter='MeanStdFilter' in a YAML file, or "
-                    "an env_to_module_connector) would normalise observations a second time: "
-                    "GePPO's module normalises them itself, with statistics saved in the module, "
-                    "so that the saved module acts on raw observations. Fix: remove the filter."
-                )
+            check_trainable(specs[module_id].build())
         except ValueError as err:
             where = f"module {module_id!r}: " if config.is_multi_agent else ""
             raise ValueError(f"{config.env!r}: {where}{err}") from None
     return {module_id: spaces[module_id][0] for module_id in trained_modules(config)}
+
+
+#: Why RLlib's MeanStdFilter cannot run with a user's RLModule, and what to do instead.
+FILTERED_USER_MODULE = (
+    "RLlib's MeanStdFilter runs here with your own RLModule. GePPO stores samples for several "
+    "iterations and re-evaluates each under every new policy, but the filter normalised each "
+    "with the statistics of the moment it was collected, so a stored sample would not be seen "
+    "as the current policy sees that state; and the module saved alone "
+    "(RLModule.from_checkpoint) would act on unnormalised observations. Fix: use GePPO's module "
+    "(leave out rl_module_spec), which normalises observations itself and takes the filter's "
+    "place; or normalise inside your module, with running statistics kept as buffers and "
+    "changed only between updates, and remove the filter (docs/from_ppo.md)."
+)
+
+
+def module_problems(config: AlgorithmConfig) -> list[str]:
+    """:func:`check_module_spaces` on the config's environment, made here in the driver: its
+    message, or none. An env that cannot be made here (a package only the cluster's workers
+    have) is left to the trial, with a warning. A config whose check passed is not checked
+    again in this process (:func:`_module_check_key`): the trials of a sweep differ in seeds and
+    settings that the check does not read."""
+    if config.env is None:
+        return []
+    key = _module_check_key(config)
+    if key in _PASSED:
+        return []
+    try:
+        _, creator = Algorithm._get_env_id_and_creator(config.env, config)
+        check_module_spaces(config, creator)
+    except ValueError as err:
+        return [str(err)]
+    except Exception as err:  # noqa: BLE001 - whatever the env's constructor raises
+        logger.warning(
+            "Could not make env %r to check its spaces before the run (%s: %s); each trial "
+            "checks them when it starts.",
+            config.env,
+            type(err).__name__,
+            err,
+        )
+        return []
+    # The objects whose repr (an address) the key holds stay alive: no address is reused.
+    _PASSED[key] = (config.env, config.policy_mapping_fn, config._env_to_module_connector)
+    return []
+
+
+#: The configs whose check passed in this process, by :func:`_module_check_key`. Only passes are
+#: kept: a changed environment can leave a refusal to the trial's own check, never make one up.
+_PASSED: dict[str, tuple] = {}
+
+
+def _module_check_key(config: AlgorithmConfig) -> str:
+    """What :func:`check_module_spaces` reads of a config: the environment, the spaces, the
+    modules and the connectors."""
+    return repr(
+        (
+            config.env,
+            config.env_config,
+            config.observation_space,
+            config.action_space,
+            config.enable_env_runner_and_connector_v2,
+            config.is_multi_agent
+            and (sorted(config.policies), config.policy_mapping_fn, config.policies_to_train),
+            config._rl_module_spec,
+            config._model_config,
+            config.model,
+            config._env_to_module_connector,
+            config.observation_filter,
+        )
+    )
 
 
 def check_policy_mapping(config: AlgorithmConfig, env: MultiAgentEnv) -> None:

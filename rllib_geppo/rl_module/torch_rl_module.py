@@ -41,7 +41,7 @@ OBS_CLIP = 10.0
 #: Floor of the policy's standard deviation.
 MIN_STD = 1e-3
 
-_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU, "linear": nn.Identity}
 #: The ``model_config`` keys the module reads (``init_std_multiple`` comes from GePPO's config).
 MODEL_CONFIG_KEYS = (
     "fcnet_hiddens",
@@ -54,7 +54,6 @@ MODEL_CONFIG_KEYS = (
 #: Keys of RLlib's default modules that this module does not read, at the value that describes
 #: it: they may be set to that value (a config copied from PPO), never to another.
 MODEL_CONFIG_AS_BUILT = {
-    "vf_share_layers": False,
     "head_fcnet_hiddens": [],
     "fcnet_use_layernorm": False,
     "head_fcnet_use_layernorm": False,
@@ -62,10 +61,15 @@ MODEL_CONFIG_AS_BUILT = {
     "use_lstm": False,
     "use_attention": False,
 }
+#: Said once where ``vf_share_layers`` is True (the default of RLlib's ``DefaultModelConfig``).
+SEPARATE_NETWORKS = (
+    "model_config vf_share_layers=True (the default of RLlib's DefaultModelConfig) asks for one "
+    "trunk shared by the policy and the value function; GePPO's module keeps them separate, as "
+    "in the paper: the value function trains with its own Adam optimizer and step size "
+    "(vf_lr), where a shared trunk would also move at the policy's adaptive lr, so "
+    "vf_loss_coeff has no effect. Set vf_share_layers=False to say so and silence this."
+)
 _WHY_UNREAD = {
-    "vf_share_layers": "GePPO keeps separate policy and value networks: the value function "
-    "trains with its own optimizer and lr (vf_lr), and a shared trunk would "
-    "train at the policy's adaptive lr too",
     "head_fcnet_hiddens": "the module has no head layers: put all hidden layers in fcnet_hiddens",
     "free_log_std": "the policy's log-std is always a free parameter, independent of the state "
     "(as in the paper)",
@@ -113,7 +117,8 @@ def unread_model_config(model_config: Any) -> list[str]:
     """What ``model_config`` asks that this module would silently not do, one message per key
     (empty: nothing). Accepted: the keys it reads, a None value (nothing asked), a key of
     :data:`MODEL_CONFIG_AS_BUILT` at its value, and, in RLlib's ``DefaultModelConfig``, fields
-    left at their defaults. ``use_lstm`` and ``use_attention`` are the config's to refuse."""
+    left at their defaults. ``use_lstm`` and ``use_attention`` are the config's to refuse, and
+    ``vf_share_layers`` is accepted with a warning (:func:`shares_layers`)."""
     if dataclasses.is_dataclass(model_config):
         model_config = {
             f.name: getattr(model_config, f.name)
@@ -122,7 +127,7 @@ def unread_model_config(model_config: Any) -> list[str]:
         }
     problems = []
     for key, value in (model_config or {}).items():
-        if key in ("use_lstm", "use_attention"):
+        if key in ("use_lstm", "use_attention", "vf_share_layers"):
             continue
         if key == "fcnet_activation" and value not in _ACTIVATIONS:
             problems.append(
@@ -147,6 +152,15 @@ def unread_model_config(model_config: Any) -> list[str]:
             "pass your own RLModule (.rl_module(rl_module_spec=...), docs/your_environment.md)."
         )
     return problems
+
+
+def shares_layers(model_config: Any) -> bool:
+    """Whether ``model_config`` (a mapping or RLlib's ``DefaultModelConfig``) asks for a trunk
+    shared by the policy and the value function, which GePPO's module keeps separate
+    (:data:`SEPARATE_NETWORKS`)."""
+    if dataclasses.is_dataclass(model_config):
+        return bool(model_config.vf_share_layers)
+    return bool((model_config or {}).get("vf_share_layers"))
 
 
 def _field_default(field: dataclasses.Field) -> Any:

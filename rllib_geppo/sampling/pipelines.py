@@ -42,7 +42,11 @@ from ray.rllib.connectors.common import (
 )
 from ray.rllib.connectors.common.flatten_observations import FlattenObservations
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
-from ray.rllib.connectors.env_to_module import AddObservationsFromEpisodesToBatch, EnvToModulePipeline
+from ray.rllib.connectors.env_to_module import (
+    AddObservationsFromEpisodesToBatch,
+    EnvToModulePipeline,
+    MeanStdFilter,
+)
 from ray.rllib.connectors.module_to_env import (
     GetActions,
     ListifyDataForVectorEnv,
@@ -300,6 +304,35 @@ def flatten_observations(pipeline: ConnectorPipelineV2, *, multi_agent: bool) ->
             FlattenObservations(multi_agent=multi_agent, agent_ids=agents, as_learner_connector=False)
         )
     return pipeline
+
+
+#: Logged once per process where :func:`without_mean_std_filter` leaves a filter out.
+FILTER_LEFT_OUT = (
+    "RLlib's MeanStdFilter is left out of the EnvRunners' connectors: GePPO's module normalises "
+    "observations itself, with running statistics that change only together with the weights "
+    "(so every stored sample is re-evaluated under the current ones) and are saved in the module "
+    "(so RLModule.from_checkpoint alone acts as trained). See docs/from_ppo.md."
+)
+
+
+def without_mean_std_filter(pipeline: ConnectorPipelineV2) -> ConnectorPipelineV2:
+    """``pipeline`` without RLlib's MeanStdFilter pieces, for GePPO's own modules, which
+    normalise observations themselves (:data:`FILTER_LEFT_OUT`, logged once)."""
+    filters = [piece for piece in pipeline.connectors if isinstance(piece, MeanStdFilter)]
+    for piece in filters:
+        pipeline.remove(type(piece))
+    if filters:
+        _log_once(FILTER_LEFT_OUT)
+    return pipeline
+
+
+_logged: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        logger.info(message)
 
 
 def _agents_to_flatten(space, multi_agent: bool) -> list | None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
-from ray.rllib.connectors.env_to_module import MeanStdFilter
+from ray.rllib.connectors.env_to_module.observation_preprocessor import SingleAgentObservationPreprocessor
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate, GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -135,7 +135,7 @@ def test_sample_reuse_false_is_the_ppo_baseline():
         ("policy_weights", "best", "`policy_weights` must be one of"),
         ("policy_weights", [0.5, 0.6], "policy weights must sum to 1"),
         ("weights_tradeoff", 1.5, r"`weights_tradeoff` must be in \[0, 1\]; got 1.5"),
-        ("lr", [[0, 1e-3], [1000, 1e-4]], "schedules are not supported"),
+        ("lr", [[0, 1e-3], [1000, 1e-4]], "`lr` is a schedule, but `adaptive_lr=True`"),
         ("vtrace_clip", 0.0, "`vtrace_clip` must be a finite positive number; got 0.0"),
         ("lr_adapt_min_ratio", 2.0, r"`lr_adapt_min_ratio` must be in \[0, 1\]"),
         ("clip_param", 0.0, r"`clip_param` must be in \(0, 1\)"),
@@ -376,6 +376,17 @@ def test_diag_gaussian_fast_path_is_rllibs_distribution_bit_for_bit():
     assert torch.equal(fast_rng.get_state(), stock_rng.get_state())
 
 
+class HalveObservations(SingleAgentObservationPreprocessor):
+    """A user's env-to-module connector (RLlib's extension point for one): halves each
+    observation, written into the episode."""
+
+    def recompute_output_observation_space(self, input_observation_space, input_action_space):
+        return input_observation_space
+
+    def preprocess(self, observation, episode):
+        return observation / 2
+
+
 @pytest.mark.parametrize(
     ("env", "explore", "user_connector"),
     [
@@ -393,7 +404,7 @@ def test_lean_pipelines_sample_what_rllibs_pipelines_sample(env, explore, user_c
     config = small_config(env).env_runners(
         num_env_runners=0,
         num_envs_per_env_runner=2,
-        env_to_module_connector=(lambda env, spaces, device: MeanStdFilter()) if user_connector else None,
+        env_to_module_connector=(lambda env, spaces, device: HalveObservations()) if user_connector else None,
     )
     lean_runner = SingleAgentEnvRunner(config=config)
     stock_runner = SingleAgentEnvRunner(config=config)

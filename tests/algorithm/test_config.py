@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import ray
 import torch
-from ray.rllib.connectors.env_to_module import EnvToModulePipeline
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.connectors.env_to_module import EnvToModulePipeline, MeanStdFilter
 from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
@@ -42,16 +44,11 @@ def old_stack(config: GePPOConfig) -> GePPOConfig:
 @pytest.mark.parametrize(
     "setting,value,instead",
     [
-        ("vf_loss_coeff", 0.5, "its own Adam optimizer; set its step size with `vf_lr`"),
         ("use_kl_loss", True, "no KL penalty"),
-        ("kl_coeff", 0.2, "no KL penalty"),
-        ("kl_target", 0.02, "set by `clip_param`"),
-        ("vf_clip_param", 10.0, "never clips the value loss"),
         ("use_critic", False, "always learns a value function"),
         ("use_gae", False, "always V-trace GAE"),
-        ("entropy_coeff_schedule", [[0, 0.01], [1000, 0.0]], "constant `entropy_coeff`"),
-        ("lr_schedule", [[0, 1e-3], [1000, 1e-4]], "`adaptive_lr=False` keeps `lr` fixed"),
-        ("train_batch_size", 2048, "`train_batch_size_per_learner`"),
+        ("entropy_coeff_schedule", [[0, 0.01], [1000, 0.0]], "write the schedule as `entropy_coeff`"),
+        ("lr_schedule", [[0, 1e-3], [1000, 1e-4]], "write the schedule as `lr` (with `adaptive_lr=False`)"),
         ("optimizer", {"type": "SGD"}, "`lr`, `vf_lr` and `adam_eps`"),
     ],
 )
@@ -74,7 +71,7 @@ def test_defaults_and_settings_left_at_them_validate():
     """Every setting in UNUSED_SETTINGS is covered above or here; set to GePPO's default (as a
     YAML file that repeats the defaults does) it passes on both stacks, as does the PPO baseline."""
     defaults = {name.lstrip("_"): default for name, (default, _) in UNUSED_SETTINGS.items()}
-    assert set(defaults) >= {"vf_loss_coeff", "use_kl_loss", "kl_coeff", "vf_clip_param"}
+    assert set(defaults) >= {"use_kl_loss", "use_critic", "use_gae", "lr_schedule"}
     config = GePPOConfig().environment("Pendulum-v1")
     config.update_from_dict({k: v for k, v in defaults.items() if k != "learner_connector"})
     config.validate()
@@ -131,20 +128,28 @@ def test_defaults_sample_on_two_envs_and_evaluate_on_one():
     )
 
 
-@pytest.mark.parametrize("value", [-0.01, math.nan, [[0, 0.01], [1000, 0.0]], "0.01"])
-def test_entropy_coeff_must_be_a_non_negative_constant(value):
-    with pytest.raises(ValueError, match="`entropy_coeff` must be a finite number >= 0"):
+@pytest.mark.parametrize("value", [-0.01, math.nan, [[0, 0.01], [1000, -0.1]], [[10, 0.01]], "0.01"])
+def test_entropy_coeff_must_be_a_non_negative_number_or_schedule(value):
+    with pytest.raises(ValueError, match="`entropy_coeff` must be a finite number >= 0, or a schedule"):
         pendulum(entropy_coeff=value).validate()
 
 
+def test_an_lr_schedule_needs_the_lr_rule_off():
+    schedule = [[0, 1e-3], [1024, 1e-4]]
+    with pytest.raises(ValueError, match=r"^`lr` is a schedule, but `adaptive_lr=True`.*adaptive_lr=False"):
+        pendulum(lr=schedule).validate()
+    pendulum(lr=schedule, adaptive_lr=False).validate()
+
+
 def test_rllib_train_file_exits_2_naming_every_refused_setting(tmp_path):
-    """A YAML file copied from a PPO experiment: the CLI's own checks and GePPO's, all at once."""
+    """A YAML file copied from a PPO experiment: the CLI's own checks and GePPO's, all at once;
+    PPO's settings that GePPO honours or that cannot matter pass."""
     yaml_file = tmp_path / "kl.yaml"
     yaml_file.write_text(
         "kl:\n  run: GePPO\n  env: Pendulum-v1\n  stop: {training_iteration: 1}\n"
-        "  config:\n    kl_coeff: 0.2\n    vf_loss_coeff: 0.01\n"
-        "    model: {vf_share_layers: true}\n"
-        "    model_config: {vf_share_layers: true}\n"
+        "  config:\n    kl_coeff: 0.2\n    vf_loss_coeff: 0.01\n    vf_clip_param: 10.0\n"
+        "    use_kl_loss: true\n    model: {vf_share_layers: true}\n"
+        "    model_config: {vf_share_layers: true, head_fcnet_hiddens: [32]}\n"
     )
     proc = subprocess.run(
         [str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--dry-run"],
@@ -153,44 +158,35 @@ def test_rllib_train_file_exits_2_naming_every_refused_setting(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2
-    assert f"{yaml_file}: experiment 'kl': 4 problems in the config; fix them all:" in proc.stderr
+    assert f"{yaml_file}: experiment 'kl': 3 problems in the config; fix them all:" in proc.stderr
     for named in (
         "config key 'model': 'model' configures the old API stack's ModelV2",
-        "`kl_coeff=0.2`: GePPO does not use `kl_coeff`",
-        "`vf_loss_coeff=0.01`: GePPO does not use `vf_loss_coeff`",
-        "model_config['vf_share_layers']=True would be ignored",
+        "`use_kl_loss=True`: GePPO does not use `use_kl_loss`",
+        "model_config['head_fcnet_hiddens']=[32] would be ignored",
     ):
         assert named in proc.stderr
     assert "To suppress all validation errors" not in proc.stderr
 
 
-def test_a_config_copied_from_ppo_has_every_refused_setting_named_at_once():
-    """RLlib's tuned Pendulum PPO with a few more of PPO's settings: one error names each."""
-    config = pendulum(
+def test_a_config_copied_from_ppo_runs_and_what_it_cannot_honour_is_named():
+    """RLlib's tuned Pendulum PPO with a few more of PPO's settings validates as written; a
+    model setting GePPO's module would ignore is named."""
+    copied = dict(
         train_batch_size_per_learner=512,
-        minibatch_size=1024,
+        minibatch_size=1024,  # > n = 512, but within the store
         num_epochs=6,
         lr=3e-4,
         lambda_=0.1,
         vf_clip_param=10.0,
         vf_loss_coeff=0.01,
         kl_coeff=0.2,
-    ).rl_module(
-        model_config={"fcnet_activation": "relu", "vf_share_layers": True, "head_fcnet_hiddens": [32]}
     )
+    pendulum(**copied).rl_module(
+        model_config={"fcnet_activation": "relu", "vf_share_layers": True}
+    ).validate()
     with pytest.raises(ValueError) as err:
-        config.validate()
-    message = str(err.value)
-    assert message.startswith("GePPO cannot run with 5 settings of this config; fix them all:\n")
-    for named in (
-        "`vf_clip_param=10.0`",
-        "`vf_loss_coeff=0.01`",
-        "`kl_coeff=0.2`",
-        "model_config['vf_share_layers']=True",
-        "model_config['head_fcnet_hiddens']=[32]",
-    ):
-        assert f"\n  - {named}" in message
-    assert "minibatch" not in message  # 1,024 > n = 512, but within the store
+        pendulum(**copied).rl_module(model_config={"head_fcnet_hiddens": [32]}).validate()
+    assert str(err.value).startswith("model_config['head_fcnet_hiddens']=[32] would be ignored")
 
 
 def test_minibatches_are_checked_against_the_store_not_the_new_samples():
@@ -212,11 +208,6 @@ def test_minibatches_are_checked_against_the_store_not_the_new_samples():
     "model_config, named",
     [
         (
-            {"vf_share_layers": True},
-            "model_config['vf_share_layers']=True would be ignored: GePPO "
-            "keeps separate policy and value networks",
-        ),
-        (
             {"head_fcnet_hiddens": [32]},
             "model_config['head_fcnet_hiddens']=[32] would be ignored: the "
             "module has no head layers: put all hidden layers in fcnet_hiddens",
@@ -230,7 +221,7 @@ def test_minibatches_are_checked_against_the_store_not_the_new_samples():
         (
             {"fcnet_activation": "swish"},
             "model_config['fcnet_activation']='swish' is not one of GePPO's "
-            "module's activations (tanh, relu, elu, silu)",
+            "module's activations (tanh, relu, elu, silu, linear)",
         ),
         (DefaultModelConfig(head_fcnet_hiddens=[32]), "model_config['head_fcnet_hiddens']=[32]"),
     ],
@@ -266,8 +257,8 @@ def test_each_module_spec_of_geppos_module_is_checked_and_a_users_module_reads_i
             .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
         )
 
-    shared = {"vf_share_layers": True}
-    with pytest.raises(ValueError, match=r"^module 'p0': model_config\['vf_share_layers'\]=True"):
+    shared = {"head_fcnet_hiddens": [32]}
+    with pytest.raises(ValueError, match=r"^module 'p0': model_config\['head_fcnet_hiddens'\]=\[32\]"):
         two_policies({"p0": RLModuleSpec(model_config=shared), "p1": RLModuleSpec()}).validate()
     two_policies(
         {"p0": RLModuleSpec(module_class=DefaultPPOTorchRLModule, model_config=shared), "p1": RLModuleSpec()}
@@ -310,6 +301,34 @@ def test_entropy_coeff_widens_the_policy(local_ray):
     # 16 Adam steps at lr ~3e-4 pushed by the bonus alone would add ~0.005 to the log-std.
     assert (bonus - plain).min().item() > 0.002
     assert bonus_stats["entropy"] > plain_stats["entropy"]
+    # RLlib's schedule that holds the same value trains exactly as the constant does.
+    held, _ = log_std_after_training([[0, 1.0], [10**6, 1.0]])
+    assert torch.equal(held, bonus)
+
+
+def test_schedules_set_each_update_from_the_env_steps_sampled(local_ray):
+    """lr and entropy_coeff as RLlib's schedules, linear in env steps: each update takes
+    their values at the env steps sampled so far, the lr (with the lr rule off) as reported."""
+    algo = (
+        pendulum(
+            train_batch_size_per_learner=256,
+            num_epochs=1,
+            num_minibatches=2,
+            adaptive_lr=False,
+            lr=[[0, 1e-3], [1024, 1e-4]],
+            entropy_coeff=[[0, 0.5], [512, 0.0]],
+        )
+        .env_runners(num_env_runners=0)
+        .debugging(seed=0)
+        .build_algo()
+    )
+    try:
+        results = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(5)]
+        assert algo.stores.update_inputs(DEFAULT_MODULE_ID, 384).entropy_coeff == pytest.approx(0.125)
+    finally:
+        algo.stop()
+    # Updates after 256, 512, ... env steps sampled.
+    assert [r["policy_lr"] for r in results] == pytest.approx([7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4])
 
 
 # -- An untested Ray: RLlib's own EnvRunner pipelines ---------------------------------------------
@@ -341,6 +360,7 @@ def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
         ("lr", float("inf"), "`lr` must be a finite positive number"),
         ("vf_lr", float("nan"), "`vf_lr` must be a finite positive number"),
         ("lr", [0.1, 0.2], "`lr` must be a finite positive number"),
+        ("lr", [[0, 0.1], [100, 0.0]], "`lr` must be a finite positive number"),
     ],
 )
 def test_non_finite_or_list_lr_fails_validation(setting, value, message):
@@ -349,7 +369,7 @@ def test_non_finite_or_list_lr_fails_validation(setting, value, message):
 
 
 def test_a_refusal_names_its_fix_without_rllib_s_advice_to_switch_validation_off(caplog):
-    config = pendulum(vf_loss_coeff=0.5, batch_multiple=0)
+    config = pendulum(use_kl_loss=True, batch_multiple=0)
     with pytest.raises(ValueError) as refused:
         config.validate()
     assert "GePPO cannot run with 2 settings of this config" in str(refused.value)
@@ -358,3 +378,56 @@ def test_a_refusal_names_its_fix_without_rllib_s_advice_to_switch_validation_off
     with caplog.at_level(logging.WARNING, logger="rllib_geppo.algorithm.geppo"):
         config.validate()
     assert "GePPO cannot run with 2 settings of this config" in caplog.text
+
+
+def test_every_refusal_of_a_python_config_comes_in_one_message_at_validate():
+    """A refused setting, a bad value and RLlib's MeanStdFilter with a user's module (a check
+    of the environment and the modules) are named together, before anything runs."""
+    config = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .training(use_kl_loss=True, grad_clip=-1.0)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+        )
+        .env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter())
+    )
+    with pytest.raises(ValueError) as failure:
+        config.validate()
+    message = str(failure.value)
+    assert message.startswith("GePPO cannot run with 3 settings of this config; fix them all:\n")
+    for problem in (
+        "`grad_clip` must be",
+        "`use_kl_loss=True`",
+        "MeanStdFilter runs here with your own RLModule",
+    ):
+        assert message.count(problem) == 1, problem
+    assert "suppress all validation errors" not in message
+
+
+def test_ppo_settings_that_cannot_matter_are_accepted_and_train_batch_size_sets_n():
+    config = GePPOConfig().training(kl_coeff=0.3, kl_target=0.02, vf_loss_coeff=0.01, train_batch_size=128)
+    assert config.refused_settings() == []
+    assert config.total_train_batch_size == 128  # as RLlib derives it: train_batch_size / learners
+    config.update_from_dict({"train_batch_size": 512, "num_learners": 2})
+    assert (config.train_batch_size_per_learner, config.total_train_batch_size) == (256, 512)
+    explicit = GePPOConfig().training(train_batch_size=128, train_batch_size_per_learner=64)
+    assert explicit.total_train_batch_size == 64  # RLlib's rule: the per-learner size, where set
+
+
+def test_shared_layers_are_kept_separate_with_one_warning(caplog):
+    config_module._warn_once.cache_clear()
+    config = GePPOConfig().environment("CartPole-v1").rl_module(model_config=DefaultModelConfig())
+    with caplog.at_level(logging.WARNING, logger=config_module.__name__):
+        config.validate()
+        config.validate()
+    [record] = [r for r in caplog.records if "vf_share_layers=True" in r.getMessage()]
+    assert "GePPO's module keeps them separate" in record.getMessage()
+
+
+def test_rllib_s_own_refusals_come_without_its_advice_to_switch_validation_off():
+    config = pendulum().env_runners(rollout_fragment_length=200)  # 400 per sample cannot make n = 1024
+    with pytest.raises(ValueError) as refused:
+        config.validate()
+    assert "Try setting `rollout_fragment_length` to 'auto' OR to a value of 512." in str(refused.value)
+    assert "suppress all validation errors" not in str(refused.value)

@@ -167,3 +167,23 @@ class Payload:
 
     def __reduce__(self):
         return Path.touch, (Path(self.path),)
+
+
+def test_every_refusal_of_a_yaml_file_comes_in_one_message_before_ray_starts(tmp_path, capsys):
+    """An old key, a setting GePPO refuses and an action space its module refuses, found by
+    three different checks, are named together; the MeanStdFilter is honoured, not refused."""
+    path = tmp_path / "three.yaml"
+    path.write_text(
+        "three:\n  run: GePPO\n  env: envs.TupleActionEnv\n  stop: {training_iteration: 1}\n"
+        "  config: {num_sgd_iter: 6, use_kl_loss: true, observation_filter: MeanStdFilter}\n"
+    )
+    assert main(["train", "file", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: experiment 'three': 3 problems in the config; fix them all:" in err, err
+    for problem in (
+        "config key 'num_sgd_iter': RLlib renamed this setting 'num_epochs'",
+        "`use_kl_loss=True`: GePPO does not use `use_kl_loss`",
+        "GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary",
+    ):
+        assert err.count(problem) == 1, problem
+    assert "Traceback" not in err and "suppress all validation errors" not in err

@@ -355,7 +355,7 @@ def test_unsupported_spaces_exit_2_before_ray_starts(tmp_path, capsys):
     path = write(tmp_path, TINY.replace("Pendulum-v1", "envs.TupleActionEnv"))
     err = run_exits_2_before_ray_starts(capsys, str(path), "-e", "geppo")
     assert (
-        f"{path}: experiment 'geppo', 'env: envs.TupleActionEnv': 'envs.TupleActionEnv': "
+        f"{path}: experiment 'geppo': GePPO rejects the config: 'envs.TupleActionEnv': "
         "GePPO's RLModule supports flat Box (Gaussian), Discrete, MultiDiscrete and MultiBinary" in err
     )
     assert "Nested (Tuple, Dict) and multi-dimensional actions are not supported" in err

@@ -49,6 +49,7 @@ def test_line_filter_drops_known_noise_and_keeps_the_rest():
         " is 0\n(pid=2) core_worker.cc: Actor ... has constructor arguments in the object store "
         "and max_restarts > 0.\nTraceback (most recent call last):\n"
     )
+    stream.write("Resume experiment with: tune.run_experiments(..., resume=True)\n")  # Tune's, on a stop
     stream.flush()
     assert out.getvalue() == "real warning: reward scale is 0\nTraceback (most recent call last):\n"
 

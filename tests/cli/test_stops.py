@@ -207,6 +207,7 @@ def test_a_killed_run_resumes_from_its_newest_checkpoints_and_sigterm_saves_one(
         == f"rllib train file {tmp_path / 'stops.yaml'} --storage-path {tmp_path / 'r'} --name stops --resume"
     )
     assert "Traceback" not in out and "SIGTERM received" not in out  # no stack dumps
+    assert "Resume experiment with" not in out  # Tune's resume line: one resume command only
     assert f"resuming from {newest.name} (iteration {read_manifest(newest)['training_iteration']})" in out
     results, rows = iterations(long)
     assert results == rows == list(range(1, results[-1] + 1)) and results[-1] > 5  # each once

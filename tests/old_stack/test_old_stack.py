@@ -96,6 +96,7 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
         obs_std=np.ones(3),
         minibatches_per_epoch=1,
         shuffle_seed=0,
+        entropy_coeff=entropy_coeff,
     )
 
     new = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
@@ -114,12 +115,11 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
     old_loss = sum(policy.loss(policy.model, policy.dist_class, old))
     torch.testing.assert_close(old_loss, new_loss, rtol=1e-5, atol=1e-7)
     if entropy_coeff:  # the old stack takes the bonus too: -c * mean(w * H) on top of c = 0's loss
-        policy.config["entropy_coeff"] = 0.0
+        policy.begin_update(UpdateInputs(**{**vars(inputs), "entropy_coeff": 0.0}))
         with torch.no_grad():
             plain = sum(policy.loss(policy.model, policy.dist_class, old))
             dist = policy.dist_class(policy.model(old)[0], policy.model)
             bonus = (old[C.SAMPLE_WEIGHTS] * dist.entropy()).mean()
-        policy.config["entropy_coeff"] = entropy_coeff
         assert bonus.abs() > 0.1
         torch.testing.assert_close(old_loss.detach(), plain - entropy_coeff * bonus)
     new_loss.backward()
@@ -321,8 +321,25 @@ def test_the_remote_rollout_worker_starts_with_the_driver_s_weights():
         algo.stop()
 
 
-def test_rllib_s_mean_std_filter_is_refused_with_the_default_model():
+def test_rllib_s_mean_std_filter_gives_way_to_the_default_model_s_own_normalisation():
     config = small_config().env_runners(observation_filter="MeanStdFilter")
-    with pytest.raises(ValueError, match=r"`observation_filter='MeanStdFilter'`: GePPO's default model"):
-        config.validate()
-    config.training(model={"custom_model": "my_model"}).validate()  # a custom ModelV2 may use it
+    config.validate()  # what Algorithm runs before its workers read the filter from the config
+    assert config.observation_filter == "NoFilter"  # the model's running statistics take its place
+    custom = small_config().env_runners(observation_filter="MeanStdFilter")
+    custom.training(model={"custom_model": "my_model"}).validate()
+    assert custom.observation_filter == "MeanStdFilter"  # a custom ModelV2 keeps the filter
+
+
+def test_schedules_set_each_update_from_the_env_steps_sampled():
+    """As on the new stack: an lr schedule (the lr rule off) and an entropy schedule, read at
+    the env steps sampled before each update."""
+    config = small_config(
+        adaptive_lr=False, lr=[[0, 1e-3], [1024, 1e-4]], entropy_coeff=[[0, 0.5], [512, 0.0]]
+    )
+    algo = config.env_runners(num_env_runners=0).build_algo()
+    try:
+        stats = [learner_stats(algo.train()) for _ in range(3)]
+        assert algo.get_policy().entropy_coeff == 0.0  # past 512 env steps
+    finally:
+        algo.stop()
+    assert [s["policy_lr"] for s in stats] == pytest.approx([7.75e-4, 5.5e-4, 3.25e-4])

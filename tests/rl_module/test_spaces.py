@@ -213,10 +213,12 @@ class UnnamedValueModule(GePPOTorchRLModule):
             "Fix: stack them in the environment, with rllib_geppo.StackFrames",
         ),
         (
-            small("Pendulum-v1").env_runners(
-                env_to_module_connector=lambda env, spaces, device: MeanStdFilter()
-            ),
-            "would normalise observations a second time",
+            small("Pendulum-v1")
+            .rl_module(
+                rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+            )
+            .env_runners(env_to_module_connector=lambda env, spaces, device: MeanStdFilter()),
+            "RLlib's MeanStdFilter runs here with your own RLModule",
         ),
     ],
 )
