@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,12 +37,15 @@ from rllib_geppo.core.adam import adam_step_if
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
 from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
+from rllib_geppo.core.manual_step import ManualStep
 from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
+from rllib_geppo.core.networks import mlp_config
 from rllib_geppo.core.schedules import value_at
 from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER, GePPOLearner
 from rllib_geppo.rl_module.apis import TrainForward, forward_train, value_function_parameters
+from rllib_geppo.rl_module.torch_rl_module import MIN_STD, OBS_CLIP
 
 logger = logging.getLogger(__name__)
 
@@ -437,3 +441,29 @@ def _grads(params: list[torch.nn.Parameter]) -> list[Tensor]:
 def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:
     """Adam's fused kernel where torch has one for the device (CPU, CUDA), else foreach."""
     return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}
+
+
+def manual_step_for(learner: GePPOTorchLearner, module_id: ModuleID) -> ManualStep:
+    """The hand-derived minibatch step (:mod:`rllib_geppo.core.manual_step`) of a GePPO MLP
+    module with Box actions, on a copy of its weights and with the learner's settings: what
+    ``benchmarks/learner_floor.py`` times as the floor of :meth:`GePPOTorchLearner.minibatch_step`."""
+    module, config = learner.module[module_id].unwrapped(), learner.config
+    policy_group, value_group = learner.get_optimizer(module_id, OPTIMIZER).param_groups
+    return ManualStep(
+        module.pi,
+        module.vf,
+        module.log_std.detach(),
+        activation=mlp_config(module.model_config)["fcnet_activation"],
+        obs_mean=module.obs_mean,
+        obs_std=module.obs_std,
+        obs_clip=OBS_CLIP,
+        action_center=module.action_center,
+        action_half_range=module.action_half_range,
+        min_log_std=math.log(MIN_STD),
+        policy_lr=policy_group["lr"],
+        vf_lr=value_group["lr"],
+        adam_eps=config.adam_eps,
+        grad_clip=config.grad_clip,
+        entropy_coeff=config.entropy_coeff,
+        vf_clip_param=config.vf_clip_param,
+    )
