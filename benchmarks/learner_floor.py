@@ -1,24 +1,26 @@
-"""The floor of one GePPO minibatch step: the learner's step beside the same step written by hand,
-on one and two threads, side by side in one run.
+"""The floor of one GePPO minibatch step: the general step (autograd) beside the same step written
+by hand, which GePPO's own MLP modules take, on one and two threads, side by side in one run.
 
     python benchmarks/learner_floor.py [--env Hopper-v5] [--rows 128] [--steps 320] [--rounds 15]
 
 The paper's networks (separate 64x64 tanh policy and value MLPs, a state-independent log-std) on
 minibatches of 128 rows, each side taking the same steps:
 
-- **learner, compiled**: ``GePPOTorchLearner.minibatch_step`` with ``compile_learner=True``
+- **general, compiled**: the general step, ``GePPOTorchLearner.minibatch_step`` with
+  ``compile_learner=True`` and ``hand_derived_step=False``
   (forward, loss, gradients, clip and finite check as one inductor graph, then the fused Adam
-  step), what an update runs after its first 3,200 steps;
-- **learner, eager**: the same step with autograd, ``compile_learner=False``;
+  step), what any module's update runs after its first 3,200 steps;
+- **general, eager**: the same step with autograd, ``compile_learner=False``;
 - **by hand**: :class:`rllib_geppo.core.manual_step.ManualStep`, the same math with the backward
   pass derived by hand into one flat gradient per network and Adam on flat buffers
   (``tests/learner/test_manual_step.py`` holds it to the learner's parameters), eager;
-- **by hand, compiled**: the same step compiled whole by ``torch.compile``, Adam included.
+- **by hand, compiled**: the same step compiled whole, Adam included: what
+  GePPO's own MLP modules run after their first 3,200 steps (``hand_derived_step``, the default).
 
 Each step's arithmetic is counted from the layer sizes (the matrix products of the forward and
 backward passes, 2 FLOP per multiply-add; the elementwise work is left out), and the attained
 GFLOP/s is that count over the measured time. Rounds alternate between the sides and the
-medians are printed, each with its ratio to the compiled learner; the ratios, measured side by
+medians are printed, each with its ratio to the general compiled step; the ratios, measured side by
 side in one run, are the figures to compare.
 """
 
@@ -34,7 +36,8 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.learner.torch_learner import manual_step_for
+from rllib_geppo.learner.learner import OPTIMIZER
+from rllib_geppo.learner.torch_learner import hand_step_for
 
 CLIP_EPS = 0.1
 
@@ -65,8 +68,19 @@ def matmul_flop(sizes: list[int], rows: int) -> int:
 
 
 def learner(env_id: str, compiled: bool):
-    config = GePPOConfig().environment(env_id).training(compile_learner=compiled)
+    """A learner that takes the general step (autograd), compiled or eager."""
+    config = GePPOConfig().environment(env_id).training(compile_learner=compiled, hand_derived_step=False)
     return config.build_learner(env=gym.make(env_id))
+
+
+def hand_step(env_id: str, compiled: bool):
+    """The hand-derived step of a fresh learner's module, ready for an update's steps."""
+    lrn = learner(env_id, False)
+    manual = hand_step_for(lrn.module[DEFAULT_MODULE_ID].unwrapped(), lrn.config, 0 if compiled else None)
+    manual.begin(
+        lrn.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER), policy_lr=3e-4, vf_lr=3e-4, entropy_coeff=0.0
+    )
+    return manual.step
 
 
 def timed(step, batches: list[dict]) -> float:
@@ -89,14 +103,14 @@ def main() -> None:
     batches = minibatches(env, args.rows, args.steps)
     flop = matmul_flop([obs_dim, 64, 64, act_dim], args.rows) + matmul_flop([obs_dim, 64, 64, 1], args.rows)
 
+    clip_eps, take = torch.tensor(CLIP_EPS), torch.tensor(True)
     sides = {}
-    for name, compiled in (("learner, compiled", True), ("learner, eager", False)):
+    for name, compiled in (("general, compiled", True), ("general, eager", False)):
         lrn = learner(args.env, compiled)
-        sides[name] = lambda mb, lrn=lrn: lrn.minibatch_step(DEFAULT_MODULE_ID, mb, CLIP_EPS)
-    keys = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS, C.SAMPLE_WEIGHTS)
-    for name, wrap in (("by hand", lambda f: f), ("by hand, compiled", torch.compile)):
-        step = wrap(manual_step_for(learner(args.env, False), DEFAULT_MODULE_ID).step)
-        sides[name] = lambda mb, step=step: step(*(mb[k] for k in keys), CLIP_EPS)
+        sides[name] = lambda mb, lrn=lrn: lrn.minibatch_step(DEFAULT_MODULE_ID, mb, clip_eps)
+    for name, compiled in (("by hand", False), ("by hand, compiled", True)):
+        step = hand_step(args.env, compiled)
+        sides[name] = lambda mb, step=step: step(mb, clip_eps, take)
 
     print(f"{args.env}: {args.rows} rows, 64x64 tanh policy and value networks")
     print(f"{flop / 1e6:.2f} MFLOP of matrix products per step")
@@ -108,12 +122,12 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, step in sides.items():
                 seconds[name].append(timed(step, batches))
-        today = statistics.median(seconds["learner, compiled"])
+        today = statistics.median(seconds["general, compiled"])
         print(f"\n{threads} thread{'s' if threads > 1 else ''}:")
-        print(f"{'':20s} {'ms/step':>8s} {'x compiled learner':>19s} {'GFLOP/s':>8s}")
+        print(f"{'':20s} {'ms/step':>8s} {'x general, compiled':>20s} {'GFLOP/s':>8s}")
         for name, values in seconds.items():
             median = statistics.median(values)
-            print(f"{name:20s} {median * 1e3:8.3f} {median / today:19.2f} {flop / median / 1e9:8.1f}")
+            print(f"{name:20s} {median * 1e3:8.3f} {median / today:20.2f} {flop / median / 1e9:8.1f}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ fewer, larger gradient steps (the scale preset), side by side.
     python benchmarks/learner_update.py                          # Hopper-v5, n = 1,024
     python benchmarks/learner_update.py --n 4096 --rounds 5      # a larger batch per iteration
     python benchmarks/learner_update.py --n 4096 --only "8 steps"  # one setting beside the paper's
+    python benchmarks/learner_update.py --only "paper, general step"  # the hand-derived step's gain
 
 For each setting one Algorithm samples in the driver (``num_env_runners=0``, synchronous) until
 its store is full (M = 4 batches of n new env steps; n / 512 envs, so every env collects 512
@@ -16,8 +17,10 @@ median seconds per update over n new env steps, times 1,000, is the learner's se
 env steps: the most env steps per second a trial can train at, whatever its EnvRunners sample,
 is 1,000 over it.
 
-Settings: the paper's (10 epochs x 32 minibatches: 320 steps), the study's 80 steps, the preset
-(``rllib_geppo.presets.SCALE``, 20 steps) and 8 steps (docs/results/learner_steps/README.md).
+Settings: the paper's (10 epochs x 32 minibatches: 320 steps), the same with the general
+(autograd) step instead of the hand-derived one (``hand_derived_step=False``), the study's 80
+steps, the preset (``rllib_geppo.presets.SCALE``, 20 steps) and 8 steps
+(docs/results/learner_steps/README.md).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from rllib_geppo.presets import SCALE
 PAPER = "paper (320 steps)"
 SETTINGS = {
     PAPER: {"num_epochs": 10, "num_minibatches": 32},
+    "paper, general step": {"num_epochs": 10, "num_minibatches": 32, "hand_derived_step": False},
     "80 steps": {"num_epochs": 10, "num_minibatches": 8},
     "preset (SCALE, 20)": SCALE,
     "8 steps": {"num_epochs": 2, "num_minibatches": 4},
@@ -90,7 +94,7 @@ def main() -> None:
             times[name].append(seconds_per_update(algo))
     paper = statistics.median(times[PAPER])
     print(
-        f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos[PAPER].nu)} x n; "
+        f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos[PAPER].config.nu)} x n; "
         f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}"
     )
     print(f"  {'setting':22s}{'steps/update':>14}{'ms/update':>11}{'s per 1k env steps':>20}{'vs paper':>10}")

@@ -200,6 +200,11 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
             'check, once per learner process (the Adam step stays eager). "auto": after each '
             "learner's first 3,200 gradient steps, so short runs never compile. New API stack.",
             hint=bool | str),
+    Setting("hand_derived_step", True, flag(),
+            "GePPO's own MLP modules with Box actions take each minibatch step with its backward "
+            "pass derived by hand (one flat gradient and Adam per network), eager or compiled as "
+            "`compile_learner` says; False: autograd, as every other module does. One CPU "
+            "learner, the policy's global-norm clip; new API stack."),
     Setting("stagger_starts", False, flag(),
             "Cut the first episode of training env g of G after L - round(L * g / G) steps (L "
             "the time limit), so that envs whose episodes all last L steps go out of phase. "

@@ -20,7 +20,7 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``gradients`` | the gradient clip and finite check, and the learners' mean of losses and gradients |
 | ``adam`` | the fused Adam step, skipped on the device when a step is not finite |
 | ``compiled_step`` | the minibatch step compiled once (gradients by ``torch.func``) and its eager twin |
-| ``manual_step`` | the minibatch step of GePPO's MLP module with its backward pass derived by hand: the floor of its cost |
+| ``manual_step`` | the minibatch step of GePPO's MLP module, its backward pass derived by hand |
 | ``rules`` | one way of saying no: a setting's rule and its message |
 | ``schedules`` | RLlib's schedules of ``lr`` and ``entropy_coeff``: their values by env steps sampled |
 """

@@ -30,7 +30,7 @@ def adam_step_if(optimizer: torch.optim.Adam, condition: Tensor) -> None:
     found_inf = (~condition).float()
     for group in optimizer.param_groups:
         params = [p for p in group["params"] if p.grad is not None]
-        states = [_state(optimizer, p) for p in params]
+        states = [adam_state(optimizer, p) for p in params]
         beta1, beta2 = group["betas"]
         adam(
             params,
@@ -52,7 +52,7 @@ def adam_step_if(optimizer: torch.optim.Adam, condition: Tensor) -> None:
         )
 
 
-def _state(optimizer: torch.optim.Adam, p: torch.nn.Parameter) -> dict[str, Tensor]:
+def adam_state(optimizer: torch.optim.Adam, p: torch.nn.Parameter) -> dict[str, Tensor]:
     """``p``'s Adam state, created as a fused Adam creates it on its first step."""
     state = optimizer.state[p]
     if not state:

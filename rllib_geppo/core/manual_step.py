@@ -1,4 +1,4 @@
-"""GePPO's minibatch step for its own MLP module, written out by hand: the floor of its cost.
+"""GePPO's minibatch step for its own MLP module, written out by hand.
 
 One step of the paper's networks (a Gaussian policy MLP with a state-independent log-std and a
 value MLP, both on normalised observations) is a handful of small matrix products. Autograd,
@@ -6,17 +6,15 @@ the optimizer's bookkeeping and one tensor per parameter add more time than the 
 :class:`ManualStep` does the same step with nothing else:
 
 - the forward pass, keeping what the backward pass reads;
-- the backward pass derived by hand (below), each gradient written into its slice of one flat
-  buffer per network;
+- the backward pass derived by hand (below), into one flat gradient per network;
 - the policy's global-norm clip and the finite check;
-- one Adam step per network on the flat buffers, skipped where the step is not finite.
-
-It runs eagerly, or compiled whole with ``torch.compile(step.step)``, Adam included.
+- one Adam step per network on flat buffers, skipped where the step is not finite.
 
 The math is that of ``objective.geppo_losses``, ``gradients.clip_and_check`` with
 ``scope="policy"`` and ``clip_by="global_norm"``, and torch's Adam, on the module's parameters
-laid end to end (``tests/core/test_manual_step.py`` holds it to autograd and ``torch.optim.Adam``).
-Pure torch; no Ray.
+laid end to end (``tests/learner/test_manual_step.py`` holds it to the general step). The step
+is one pure function of tensors (:func:`pure_step`), which ``torch.compile`` compiles whole,
+Adam included, with nothing aliased. Pure torch; no Ray.
 
 The backward pass. With u = (a_n - mu) / sigma (a_n: the action in normalised units, sigma =
 exp(max(log_std, log MIN_STD))), log pi(a|s) = sum_j(-u_j^2 / 2 - log sigma_j) + const, so
@@ -33,212 +31,275 @@ backpropagate as every MLP does.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from rllib_geppo.core.adam import adam_state
+from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.compiled_step import CompiledStep
+
 Tensor = torch.Tensor
 
-#: The activations and their derivatives as functions of their output h = act(z).
+#: The activations, and their derivatives as functions of their output h = act(z).
+ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda z: z}
 _DERIVATIVES = {
     "tanh": lambda h: 1.0 - h * h,
     "relu": lambda h: (h > 0).to(h.dtype),
     "linear": lambda h: torch.ones_like(h),
 }
-_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda z: z}
+ADAM_BETAS = (0.9, 0.999)
 
 
-class FlatMLP:
-    """An MLP's weights and biases as views of one flat buffer, with a flat gradient of the
-    same layout; ``extra`` trailing entries hold other parameters (the policy's log-std)."""
+@dataclass(frozen=True)
+class Layout:
+    """Where each parameter of a network sits in its flat buffer: the MLP's weights and biases
+    in order, then any others (the policy's log-std)."""
 
-    def __init__(self, linears: Sequence[nn.Linear], extra: int = 0):
-        shapes = [s for linear in linears for s in (linear.weight.shape, linear.bias.shape)]
-        sizes = [math.prod(s) for s in shapes] + ([extra] if extra else [])
-        self.flat = torch.zeros(sum(sizes))
-        self.grad = torch.zeros_like(self.flat)
-        self.params = _views(self.flat, sizes, shapes)
-        self.grads = _views(self.grad, sizes, shapes)
-        with torch.no_grad():
-            for view, source in zip(
-                self.params, [p for linear in linears for p in (linear.weight, linear.bias)]
-            ):
-                view.copy_(source)
+    shapes: tuple[torch.Size, ...]
 
     @property
-    def layers(self) -> list[tuple[Tensor, Tensor]]:
-        return list(zip(self.params[0:-1:2], self.params[1::2]))
+    def sizes(self) -> list[int]:
+        return [math.prod(shape) for shape in self.shapes]
+
+    def unflatten(self, flat: Tensor) -> list[Tensor]:
+        return [part.view(shape) for part, shape in zip(torch.split(flat, self.sizes), self.shapes)]
+
+    def layers(self, flat: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """The MLP's (weight, bias) pairs, views of ``flat``."""
+        params = self.unflatten(flat)
+        count = 2 * (len(params) // 2)
+        return list(zip(params[0:count:2], params[1:count:2]))
 
 
-def _views(flat: Tensor, sizes: list[int], shapes: list) -> list[Tensor]:
-    views, start = [], 0
-    for size, shape in zip(sizes, [*shapes, None]):
-        view = flat[start : start + size]
-        views.append(view.view(shape) if shape is not None else view)
-        start += size
-    return views
+@dataclass(frozen=True)
+class Settings:
+    """What the step reads that does not change between updates."""
+
+    activation: str
+    obs_clip: float
+    min_log_std: float
+    grad_clip: float | None
+    entropy_bonus: bool
+    vf_clip_param: float
+    adam_eps: float
 
 
-class FlatAdam:
-    """torch's Adam (no weight decay, no amsgrad) on one flat parameter buffer, its step taken
-    only where ``take`` (a 0-d bool tensor) holds, decided without leaving the device. The lr
-    and the step count are tensors, so that a compiled step recompiles for neither."""
+def pure_step(
+    settings: Settings,
+    layouts: tuple[Layout, Layout],
+    flats: tuple[Tensor, Tensor],
+    adam: tuple[Tensor, ...],
+    constants: tuple[Tensor, ...],
+    minibatch: dict[str, Tensor],
+    clip_eps: Tensor,
+    take: Tensor,
+) -> tuple:
+    """One step, as a function: ``flats`` the policy's and the value network's parameters,
+    ``adam`` their moments and step counts (pi_m, pi_v, pi_t, vf_m, vf_v, vf_t), ``constants``
+    the observation statistics, action units, lrs and entropy coefficient. Returns ``(stats,
+    finite, new flats, new adam)``: stats as the learner's minibatch_step gives them."""
+    pi_layout, vf_layout = layouts
+    pi_flat, vf_flat = flats
+    obs_mean, obs_std, center, half_range, pi_lr, vf_lr, entropy_coeff = constants
+    x = torch.clamp((minibatch[C.OBS] - obs_mean) / obs_std, -settings.obs_clip, settings.obs_clip)
+    policy_loss, pi_grad = _policy(
+        settings, pi_layout, pi_flat, x, minibatch, center, half_range, clip_eps, entropy_coeff
+    )
+    value_loss, vf_grad = _value(
+        settings, vf_layout, vf_flat, x, minibatch[C.VALUE_TARGETS], minibatch[C.SAMPLE_WEIGHTS]
+    )
+    norm = torch.linalg.vector_norm(pi_grad)
+    if settings.grad_clip:
+        pi_grad = pi_grad * torch.clamp(settings.grad_clip / (norm + 1e-6), max=1.0)
+    stats = torch.stack([policy_loss, value_loss, norm])
+    finite = torch.isfinite(stats.sum() + torch.linalg.vector_norm(vf_grad))
+    go = finite & take
+    pi_new = _adam(pi_flat, *adam[0:3], pi_grad, pi_lr, go, settings.adam_eps)
+    vf_new = _adam(vf_flat, *adam[3:6], vf_grad, vf_lr, go, settings.adam_eps)
+    return stats, finite, (pi_new[0], vf_new[0]), (*pi_new[1:], *vf_new[1:])
 
-    def __init__(self, flat: Tensor, lr: float, eps: float, betas: tuple[float, float] = (0.9, 0.999)):
-        self.flat, self.eps, self.betas = flat, eps, betas
-        self.lr = torch.tensor(lr, dtype=flat.dtype)
-        self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
-        self.step_count = torch.zeros((), dtype=flat.dtype)
 
-    def step(self, grad: Tensor, take: Tensor) -> None:
-        beta1, beta2 = self.betas
-        self.step_count.add_(take.to(self.step_count.dtype))
-        exp_avg = torch.lerp(self.exp_avg, grad, 1 - beta1)
-        exp_avg_sq = self.exp_avg_sq * beta2 + (1 - beta2) * grad * grad
-        bias1, bias2_sqrt = 1 - beta1**self.step_count, torch.sqrt(1 - beta2**self.step_count)
-        update = exp_avg / (torch.sqrt(exp_avg_sq) / bias2_sqrt + self.eps) * (-self.lr / bias1)
-        self.exp_avg.copy_(torch.where(take, exp_avg, self.exp_avg))
-        self.exp_avg_sq.copy_(torch.where(take, exp_avg_sq, self.exp_avg_sq))
-        self.flat.add_(torch.where(take, update, 0.0))
+def _policy(settings, layout, flat, x, minibatch, center_a, half_range, clip_eps, entropy_coeff):
+    """The policy loss and its flat gradient."""
+    weights, advantages, center = minibatch[C.SAMPLE_WEIGHTS], minibatch[C.ADVANTAGES], minibatch[C.CENTER]
+    inputs = _forward(settings, layout.layers(flat), x)
+    mu, raw_log_std = inputs[-1], layout.unflatten(flat)[-1]
+    log_std = torch.clamp(raw_log_std, min=settings.min_log_std)
+    inv_std = torch.exp(-log_std)
+    u = ((minibatch[C.ACTIONS] - center_a) / half_range - mu) * inv_std
+    log_norm = torch.log(half_range).sum() + 0.5 * math.log(2 * math.pi) * mu.shape[-1]
+    logp = (-0.5 * u * u - log_std).sum(-1) - log_norm
+    rho = torch.exp(logp - minibatch[C.BEHAVIOUR_LOGP])
+    low, high = center - clip_eps, center + clip_eps
+    unclipped, clipped = -rho * advantages, -torch.clamp(rho, low, high) * advantages
+    loss = torch.mean(weights * torch.maximum(unclipped, clipped))
+    # d loss / d rho: which term the max took (a tie takes the mean of both, as torch's).
+    in_range = ((rho >= low) & (rho <= high)).to(x.dtype)
+    share = torch.where(
+        unclipped > clipped, 1.0, torch.where(unclipped < clipped, in_range, 0.5 + 0.5 * in_range)
+    )
+    dlogp = -(weights / x.shape[0]) * advantages * share * rho
+    dlog_std = (dlogp[:, None] * (u * u - 1.0)).sum(0)
+    if settings.entropy_bonus:  # H = sum(log_std) + const per sample, weighted by w
+        entropy = (log_std + torch.log(half_range) + 0.5 + 0.5 * math.log(2 * math.pi)).sum()
+        loss = loss - entropy_coeff * torch.mean(weights) * entropy
+        dlog_std = dlog_std - entropy_coeff * torch.mean(weights)
+    grads = _backward(settings, layout.layers(flat), inputs, dlogp[:, None] * u * inv_std)
+    return loss, torch.cat([*grads, dlog_std * (raw_log_std >= settings.min_log_std)])
+
+
+def _value(settings, layout, flat, x, value_targets, weights):
+    """The value loss and its flat gradient."""
+    inputs = _forward(settings, layout.layers(flat), x)
+    error = value_targets - inputs[-1][:, 0]
+    squared = error * error
+    dv = -(weights / x.shape[0]) * error
+    if math.isfinite(settings.vf_clip_param):
+        dv = dv * (squared <= settings.vf_clip_param)
+        squared = torch.clamp(squared, max=settings.vf_clip_param)
+    grads = _backward(settings, layout.layers(flat), inputs, dv[:, None])
+    return 0.5 * torch.mean(weights * squared), torch.cat(grads)
+
+
+def _forward(settings, layers, x) -> list[Tensor]:
+    """Each layer's input, then the last layer's output (no activation on it)."""
+    act, inputs = ACTIVATIONS[settings.activation], [x]
+    for i, (weight, bias) in enumerate(layers):
+        z = torch.addmm(bias, inputs[-1], weight.t())
+        inputs.append(z if i == len(layers) - 1 else act(z))
+    return inputs
+
+
+def _backward(settings, layers, inputs: list[Tensor], grad_out: Tensor) -> list[Tensor]:
+    """Backpropagate ``grad_out`` (d loss / d output) through ``layers``: each weight's and
+    bias's gradient, flattened, in layer order."""
+    derivative, grads = _DERIVATIVES[settings.activation], []
+    for i in reversed(range(len(layers))):
+        grads[:0] = [(grad_out.t() @ inputs[i]).reshape(-1), grad_out.sum(0)]
+        if i:
+            grad_out = (grad_out @ layers[i][0]) * derivative(inputs[i])
+    return grads
+
+
+def _adam(flat, exp_avg, exp_avg_sq, count, grad, lr, go, eps):
+    """torch's Adam (no weight decay, no amsgrad), the step taken where ``go`` holds. The step
+    count is float64: 1 - 0.999^t in float32 is off by 1e-5 relative in the first steps."""
+    beta1, beta2 = ADAM_BETAS
+    count = count + go.to(count.dtype)
+    new_avg = torch.lerp(exp_avg, grad, 1 - beta1)
+    new_avg_sq = exp_avg_sq * beta2 + (1 - beta2) * grad * grad
+    bias1, bias2_sqrt = 1 - beta1**count, torch.sqrt(1 - beta2**count)
+    update = new_avg / (torch.sqrt(new_avg_sq) / bias2_sqrt + eps) * (-lr / bias1)
+    return (
+        torch.where(go, flat + update, flat),
+        torch.where(go, new_avg, exp_avg),
+        torch.where(go, new_avg_sq, exp_avg_sq),
+        count,
+    )
 
 
 class ManualStep:
-    """The minibatch step of GePPO's MLP module (Box actions) by hand, on copies of its weights.
+    """The hand-derived step of GePPO's MLP module (Box actions), on flat copies of its
+    weights and Adam state: :meth:`begin` takes them in before an update's steps, :meth:`end`
+    writes them back after, so that the module, its optimizer and checkpoints stay as the
+    general step leaves them.
 
     Args:
         pi, vf: the module's policy and value MLPs (``nn.Sequential`` of ``nn.Linear`` and one
             activation between layers: tanh, relu or linear).
         log_std: the policy's log-std parameter (normalised action units).
-        activation: the MLPs' activation.
-        obs_mean, obs_std: the module's observation statistics; observations are normalised to
-            clamp((obs - mean) / std, -obs_clip, obs_clip).
+        obs_mean, obs_std: the module's observation statistics (read at every step).
         action_center, action_half_range: action units, a = center + half_range * a_n.
-        min_log_std: the floor of the log-std, log(MIN_STD).
-        policy_lr, vf_lr, adam_eps, grad_clip, entropy_coeff, vf_clip_param: as GePPO's settings.
+        settings: the step's fixed settings.
+        compile_after: eager steps before the compiled ones (None: never compiled), as
+            ``compile_learner`` resolves.
     """
 
     def __init__(
         self,
         pi: nn.Sequential,
         vf: nn.Sequential,
-        log_std: Tensor,
+        log_std: nn.Parameter,
         *,
-        activation: str,
         obs_mean: Tensor,
         obs_std: Tensor,
-        obs_clip: float,
         action_center: Tensor,
         action_half_range: Tensor,
-        min_log_std: float,
-        policy_lr: float,
-        vf_lr: float,
-        adam_eps: float,
-        grad_clip: float | None,
-        entropy_coeff: float = 0.0,
-        vf_clip_param: float = math.inf,
+        settings: Settings,
+        compile_after: int | None = None,
+        inductor_options: dict | None = None,
     ):
-        self.act, self.derivative = _ACTIVATIONS[activation], _DERIVATIVES[activation]
-        self.pi = FlatMLP([m for m in pi if isinstance(m, nn.Linear)], extra=log_std.numel())
-        self.vf = FlatMLP([m for m in vf if isinstance(m, nn.Linear)])
-        with torch.no_grad():
-            self.pi.params[-1].copy_(log_std)
-        self.obs_mean, self.obs_std, self.obs_clip = obs_mean, obs_std, obs_clip
-        self.action_center, self.action_half_range = action_center, action_half_range
-        self.min_log_std = min_log_std
-        self.grad_clip, self.entropy_coeff, self.vf_clip_param = grad_clip, entropy_coeff, vf_clip_param
-        self.pi_adam = FlatAdam(self.pi.flat, policy_lr, adam_eps)
-        self.vf_adam = FlatAdam(self.vf.flat, vf_lr, adam_eps)
-
-    @property
-    def log_std(self) -> Tensor:
-        return self.pi.params[-1]
+        self.sources = (
+            [p for m in pi if isinstance(m, nn.Linear) for p in (m.weight, m.bias)] + [log_std],
+            [p for m in vf if isinstance(m, nn.Linear) for p in (m.weight, m.bias)],
+        )
+        self.layouts = tuple(Layout(tuple(p.shape for p in ps)) for ps in self.sources)
+        device = log_std.device
+        self.flats = tuple(torch.zeros(sum(layout.sizes), device=device) for layout in self.layouts)
+        self.adam: tuple[Tensor, ...] = ()
+        self.settings = settings
+        self.stats = (obs_mean, obs_std, action_center, action_half_range)
+        self.rates = torch.zeros(3, device=device)  # policy lr, value lr, entropy coefficient
+        self._run = CompiledStep(
+            pure_step,
+            pure_step,
+            compile_after=compile_after,
+            name="hand-derived step",
+            inductor_options=inductor_options,
+        )
 
     @torch.no_grad()
-    def step(
-        self,
-        obs: Tensor,
-        actions: Tensor,
-        behaviour_logp: Tensor,
-        center: Tensor,
-        advantages: Tensor,
-        value_targets: Tensor,
-        weights: Tensor,
-        clip_eps: float,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """One gradient step on a minibatch (advantages standardised already). Returns the
-        policy loss, the value loss and whether the step was finite and taken (0-d tensors:
-        nothing here waits for the device)."""
-        x = torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
-        policy_loss = self._policy_gradients(
-            x, actions, behaviour_logp, center, advantages, weights, clip_eps
+    def begin(
+        self, optimizer: torch.optim.Adam, *, policy_lr: float, vf_lr: float, entropy_coeff: float
+    ) -> None:
+        """Before an update's steps: the module's weights, ``optimizer``'s state (none before
+        the first step) and this update's lrs and entropy coefficient."""
+        self.flats = tuple(torch.cat([p.reshape(-1) for p in ps]) for ps in self.sources)
+        adam = []
+        for params, flat in zip(self.sources, self.flats):
+            states = [optimizer.state.get(p) or {} for p in params]
+            for name in ("exp_avg", "exp_avg_sq"):
+                adam.append(
+                    torch.cat([s[name].reshape(-1) for s in states]) if states[0] else torch.zeros_like(flat)
+                )
+            count = float(states[0]["step"]) if states[0] else 0.0
+            adam.append(torch.tensor(count, dtype=torch.float64, device=flat.device))
+        self.adam = tuple(adam)
+        self.rates = torch.tensor([policy_lr, vf_lr, entropy_coeff], device=self.flats[0].device)
+
+    @torch.no_grad()
+    def end(self, optimizer: torch.optim.Adam) -> None:
+        """After an update's steps: the weights back into the module, the moments and step
+        counts into ``optimizer``'s state, as its own fused step keeps them (what checkpoints
+        hold)."""
+        for i, (params, layout, flat) in enumerate(zip(self.sources, self.layouts, self.flats)):
+            exp_avg, exp_avg_sq, count = self.adam[3 * i : 3 * i + 3]
+            for p, value, m, v in zip(params, *(layout.unflatten(t) for t in (flat, exp_avg, exp_avg_sq))):
+                p.copy_(value)
+                state = adam_state(optimizer, p)
+                state["exp_avg"].copy_(m)
+                state["exp_avg_sq"].copy_(v)
+                state["step"].fill_(float(count))
+
+    def params(self) -> list[Tensor]:
+        """The current weights, each shaped as its parameter: the policy's MLP, its log-std,
+        then the value MLP."""
+        return [*self.layouts[0].unflatten(self.flats[0]), *self.layouts[1].unflatten(self.flats[1])]
+
+    def step(self, minibatch: dict[str, Tensor], clip_eps: Tensor, take: Tensor) -> tuple[Tensor, Tensor]:
+        """One gradient step on a minibatch (advantages standardised already), taken where it
+        is finite and ``take`` (0-d bool) holds. Returns ``(stats, finite)`` as the learner's
+        ``minibatch_step``: the policy loss, the value loss and the policy's gradient norm
+        before the clip, and whether all of them and the value gradient are finite."""
+        constants = (*self.stats, self.rates[0], self.rates[1], self.rates[2])
+        stats, finite, self.flats, self.adam = self._run(
+            self.settings, self.layouts, self.flats, self.adam, constants, minibatch, clip_eps, take
         )
-        value_loss = self._value_gradients(x, value_targets, weights)
-        norm = torch.linalg.vector_norm(self.pi.grad)
-        if self.grad_clip:
-            self.pi.grad.mul_(torch.clamp(self.grad_clip / (norm + 1e-6), max=1.0))
-        finite = torch.isfinite(policy_loss + value_loss + norm + torch.linalg.vector_norm(self.vf.grad))
-        self.pi_adam.step(self.pi.grad, finite)
-        self.vf_adam.step(self.vf.grad, finite)
-        return policy_loss, value_loss, finite
+        return stats, finite
 
-    def _policy_gradients(self, x, actions, behaviour_logp, center, advantages, weights, clip_eps) -> Tensor:
-        layers, hidden = self._forward(self.pi.layers, x)
-        mu = hidden[-1]
-        log_std = torch.clamp(self.log_std, min=self.min_log_std)
-        inv_std = torch.exp(-log_std)
-        u = ((actions - self.action_center) / self.action_half_range - mu) * inv_std
-        logp = (
-            (-0.5 * u * u - log_std).sum(-1)
-            - torch.log(self.action_half_range).sum()
-            - 0.5 * math.log(2 * math.pi) * mu.shape[-1]
-        )
-        rho = torch.exp(logp - behaviour_logp)
-        low, high = center - clip_eps, center + clip_eps
-        unclipped, clipped = -rho * advantages, -torch.clamp(rho, low, high) * advantages
-        n = x.shape[0]
-        loss = torch.mean(weights * torch.maximum(unclipped, clipped))
-        in_range = ((rho >= low) & (rho <= high)).to(x.dtype)
-        share = torch.where(
-            unclipped > clipped, 1.0, torch.where(unclipped < clipped, in_range, 0.5 + 0.5 * in_range)
-        )
-        dlogp = -(weights / n) * advantages * share * rho
-        entropy_grad = 0.0
-        if self.entropy_coeff:
-            entropy = (log_std + torch.log(self.action_half_range) + 0.5 + 0.5 * math.log(2 * math.pi)).sum()
-            loss = loss - self.entropy_coeff * torch.mean(weights) * entropy
-            entropy_grad = -self.entropy_coeff * torch.mean(weights)
-        dmu = dlogp[:, None] * u * inv_std
-        dlog_std = (dlogp[:, None] * (u * u - 1.0)).sum(0) + entropy_grad
-        self.pi.grads[-1].copy_(dlog_std * (self.log_std >= self.min_log_std))
-        self._backward(self.pi, layers, hidden, dmu)
-        return loss
-
-    def _value_gradients(self, x, value_targets, weights) -> Tensor:
-        layers, hidden = self._forward(self.vf.layers, x)
-        error = value_targets - hidden[-1][:, 0]
-        squared = error * error
-        dv = -(weights / x.shape[0]) * error
-        if math.isfinite(self.vf_clip_param):
-            dv = dv * (squared <= self.vf_clip_param)
-            squared = torch.clamp(squared, max=self.vf_clip_param)
-        self._backward(self.vf, layers, hidden, dv[:, None])
-        return 0.5 * torch.mean(weights * squared)
-
-    def _forward(self, layers, x) -> tuple[list, list[Tensor]]:
-        """Each layer's input and the last layer's output (no activation on it)."""
-        inputs = [x]
-        for i, (weight, bias) in enumerate(layers):
-            z = torch.addmm(bias, inputs[-1], weight.t())
-            inputs.append(z if i == len(layers) - 1 else self.act(z))
-        return layers, inputs
-
-    def _backward(self, net: FlatMLP, layers, inputs: list[Tensor], grad_out: Tensor) -> None:
-        """Backpropagate ``grad_out`` (d loss / d output) through ``layers``, writing each
-        weight's and bias's gradient into ``net.grads``."""
-        for i in reversed(range(len(layers))):
-            weight, _ = layers[i]
-            torch.mm(grad_out.t(), inputs[i], out=net.grads[2 * i])
-            torch.sum(grad_out, 0, out=net.grads[2 * i + 1])
-            if i:
-                grad_out = torch.mm(grad_out, weight) * self.derivative(inputs[i])
+    @property
+    def step_count(self) -> float:
+        """The policy's Adam step count."""
+        return float(self.adam[2])

@@ -37,7 +37,8 @@ from rllib_geppo.core.adam import adam_step_if
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
 from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
-from rllib_geppo.core.manual_step import ManualStep
+from rllib_geppo.core.manual_step import ACTIVATIONS as HAND_STEP_ACTIVATIONS
+from rllib_geppo.core.manual_step import ManualStep, Settings
 from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
 from rllib_geppo.core.networks import mlp_config
 from rllib_geppo.core.schedules import value_at
@@ -45,7 +46,7 @@ from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER, GePPOLearner
 from rllib_geppo.rl_module.apis import TrainForward, forward_train, value_function_parameters
-from rllib_geppo.rl_module.torch_rl_module import MIN_STD, OBS_CLIP
+from rllib_geppo.rl_module.torch_rl_module import MIN_STD, OBS_CLIP, GePPOTorchRLModule
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # Each module's entropy coefficient for the update under way, a tensor on the device
         # that each update refills: a schedule's new value recompiles nothing.
         self._entropy_coeffs: dict[ModuleID, Tensor] = {}
+        # Each module's hand-derived step, and the step run for it; None: the general step.
+        self._hand_steps: dict[ModuleID, ManualStep | None] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -202,6 +205,19 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch, num_learners)
         mine = learner_slice(size, rank, num_learners)
         weight_scale = slice_weight_scale(size, rank, num_learners)
+        hand = self.hand_step(module_id)
+        if hand is None:
+            take_step = functools.partial(self.minibatch_step, module_id)
+        else:
+            take_step = hand.step
+            optimizer = self.get_optimizer(module_id, OPTIMIZER)
+            policy_group, value_group = optimizer.param_groups
+            hand.begin(
+                optimizer,
+                policy_lr=policy_group["lr"],
+                vf_lr=value_group["lr"],
+                entropy_coeff=float(self._entropy_coeff(module_id)),
+            )
         sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
         clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
         skipped = torch.zeros((), device=self.device)
@@ -231,9 +247,11 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             )
             for step in range(steps):
                 minibatch = {name: column[step] for name, column in epoch.items()}
-                losses, finite = self.minibatch_step(module_id, minibatch, clip_eps, take=weighted[step])
+                losses, finite = take_step(minibatch, clip_eps, weighted[step])
                 sums += torch.where(finite, losses, 0.0)
                 skipped += ~finite
+        if hand is not None:
+            hand.end(self.get_optimizer(module_id, OPTIMIZER))
         total, skipped = self.config.num_epochs * steps, int(skipped)
         policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
         return (
@@ -313,6 +331,20 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             p.grad = grad
         adam_step_if(optimizer, finite & take)
         return stats, finite
+
+    def hand_step(self, module_id: ModuleID) -> ManualStep | None:
+        """The module's hand-derived step (:func:`takes_hand_step`), eager or compiled as
+        ``compile_learner`` says, built once per module and learner process; None where the
+        module takes the general step."""
+        if module_id not in self._hand_steps:
+            module = self.module[module_id].unwrapped()
+            takes = takes_hand_step(module, self.config, distributed=self.distributed, device=self.device)
+            self._hand_steps[module_id] = (
+                hand_step_for(module, self.config, self._compile_after, self.step_inductor_options)
+                if takes
+                else None
+            )
+        return self._hand_steps[module_id]
 
     def gradient_step(self, module_id: ModuleID) -> CompiledStep:
         """The losses, gradients, clip and finite check of a minibatch step for ``module_id``:
@@ -443,27 +475,48 @@ def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:
     return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}
 
 
-def manual_step_for(learner: GePPOTorchLearner, module_id: ModuleID) -> ManualStep:
-    """The hand-derived minibatch step (:mod:`rllib_geppo.core.manual_step`) of a GePPO MLP
-    module with Box actions, on a copy of its weights and with the learner's settings: what
-    ``benchmarks/learner_floor.py`` times as the floor of :meth:`GePPOTorchLearner.minibatch_step`."""
-    module, config = learner.module[module_id].unwrapped(), learner.config
-    policy_group, value_group = learner.get_optimizer(module_id, OPTIMIZER).param_groups
+def takes_hand_step(module: Any, config: Any, *, distributed: bool, device: torch.device) -> bool:
+    """Whether ``module``'s minibatch steps run the hand-derived step
+    (:mod:`rllib_geppo.core.manual_step`): GePPO's own MLP module with Box actions, on one CPU
+    learner, its policy's gradient clipped by its global norm (GePPO's defaults), with
+    ``hand_derived_step`` on. Any other module or setting takes the general step (autograd)."""
+    return bool(
+        config.hand_derived_step
+        and type(module) is GePPOTorchRLModule
+        and module.log_std is not None
+        and module.pi_encoder is None
+        and mlp_config(module.model_config)["fcnet_activation"] in HAND_STEP_ACTIVATIONS
+        and not distributed
+        and device.type == "cpu"
+        and config.grad_clip_scope == "policy"
+        and config.grad_clip_by == "global_norm"
+    )
+
+
+def hand_step_for(
+    module: GePPOTorchRLModule,
+    config: Any,
+    compile_after: int | None = None,
+    inductor_options: dict[str, Any] | None = None,
+) -> ManualStep:
+    """The hand-derived step of ``module`` with ``config``'s settings."""
     return ManualStep(
         module.pi,
         module.vf,
-        module.log_std.detach(),
-        activation=mlp_config(module.model_config)["fcnet_activation"],
+        module.log_std,
         obs_mean=module.obs_mean,
         obs_std=module.obs_std,
-        obs_clip=OBS_CLIP,
         action_center=module.action_center,
         action_half_range=module.action_half_range,
-        min_log_std=math.log(MIN_STD),
-        policy_lr=policy_group["lr"],
-        vf_lr=value_group["lr"],
-        adam_eps=config.adam_eps,
-        grad_clip=config.grad_clip,
-        entropy_coeff=config.entropy_coeff,
-        vf_clip_param=config.vf_clip_param,
+        settings=Settings(
+            activation=mlp_config(module.model_config)["fcnet_activation"],
+            obs_clip=OBS_CLIP,
+            min_log_std=math.log(MIN_STD),
+            grad_clip=config.grad_clip,
+            entropy_bonus=config.entropy_coeff != 0,
+            vf_clip_param=config.vf_clip_param,
+            adam_eps=config.adam_eps,
+        ),
+        compile_after=compile_after,
+        inductor_options=inductor_options,
     )
