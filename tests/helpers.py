@@ -8,9 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from rllib_geppo.core.objective import adapt_lr
+from rllib_geppo.core.update_inputs import UpdateInputs
 
 #: The repository's root, and the folders tests read from it.
 REPO = Path(__file__).resolve().parents[1]
@@ -72,3 +74,20 @@ def wait_until(
         assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
         time.sleep(0.2)
     return value
+
+
+def update_inputs(obs_dim: int, **given: Any) -> UpdateInputs:
+    """An update's inputs for a learner or policy driven by hand: lr 3e-4, clip 0.1, one batch of
+    version 0 at weight 1, no reward scale, standard observation statistics, one minibatch per
+    epoch, shuffle seed 0; ``given`` replaces any of them."""
+    defaults = dict(
+        policy_lr=3e-4,
+        clip_eps=0.1,
+        weights_by_version={0: 1.0},
+        reward_scale=1.0,
+        obs_mean=np.zeros(obs_dim),
+        obs_std=np.ones(obs_dim),
+        minibatches_per_epoch=1,
+        shuffle_seed=0,
+    )
+    return UpdateInputs(**{**defaults, **given})

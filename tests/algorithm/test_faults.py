@@ -25,6 +25,7 @@ from rllib_geppo.core.segments import Segment, from_layout, lay_out
 from rllib_geppo.sampling.env_runner import GePPOEnvRunner
 
 from envs import Fault
+from helpers import update_inputs
 
 # The environments below are defined here: ship them to Ray's workers by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -128,18 +129,8 @@ def test_a_non_finite_step_is_skipped_and_leaves_weights_and_adam_unchanged():
             )
         ]
     )
-    from rllib_geppo.core.update_inputs import UpdateInputs
 
-    inputs = UpdateInputs(
-        policy_lr=3e-4,
-        clip_eps=0.1,
-        weights_by_version={0: 1.0},
-        reward_scale=1.0,
-        obs_mean=np.zeros(3),
-        obs_std=np.ones(3),
-        minibatches_per_epoch=1,
-        shuffle_seed=0,
-    )
+    inputs = update_inputs(3)
     data = learner.prepare_update(DEFAULT_MODULE_ID, layout, inputs)
     _, finite = learner.minibatch_step(DEFAULT_MODULE_ID, data, 0.1)  # one good step: Adam has state
     assert finite
@@ -178,19 +169,8 @@ def test_a_minibatch_whose_samples_all_weigh_zero_takes_no_step_and_is_no_skippe
             terminated=False,
         )
 
-    from rllib_geppo.core.update_inputs import UpdateInputs
-
     layout = lay_out([version(0), version(1)])  # unshuffled: minibatch 1 is version 0's rows
-    inputs = UpdateInputs(
-        policy_lr=3e-4,
-        clip_eps=0.1,
-        weights_by_version={1: 2.0},
-        reward_scale=1.0,
-        obs_mean=np.zeros(3),
-        obs_std=np.ones(3),
-        minibatches_per_epoch=2,
-        shuffle_seed=0,
-    )
+    inputs = update_inputs(3, weights_by_version={1: 2.0}, minibatches_per_epoch=2)
     stats, _ = learner.update_module(DEFAULT_MODULE_ID, layout, inputs)
     assert stats["num_skipped_steps"] == 0 and stats["num_gradient_steps"] == 2
     assert math.isfinite(stats["policy_loss"]) and math.isfinite(stats["vf_loss"])

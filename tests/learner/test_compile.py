@@ -9,7 +9,6 @@ import functools
 import logging
 
 import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -23,8 +22,9 @@ from rllib_geppo.core.compiled_step import (
     losses_and_gradients,
     resolve_compile,
 )
-from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER
+
+from helpers import update_inputs
 
 TOL = 1e-5
 
@@ -119,16 +119,7 @@ def test_an_update_agrees_too(learners):
     compiled, eager = learners
     same_start(compiled, eager)
     data = minibatch(256, seed=99)
-    inputs = UpdateInputs(
-        policy_lr=2e-4,
-        clip_eps=0.07,
-        weights_by_version={0: 1.0},
-        reward_scale=1.0,
-        obs_mean=np.zeros(3),
-        obs_std=np.ones(3),
-        minibatches_per_epoch=4,
-        shuffle_seed=5,
-    )
+    inputs = update_inputs(3, policy_lr=2e-4, clip_eps=0.07, minibatches_per_epoch=4, shuffle_seed=5)
     results = []
     for learner in learners:
         results.append(learner.run_epochs(DEFAULT_MODULE_ID, data, inputs))  # the same shuffles

@@ -17,9 +17,10 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, lay_out
-from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER
 from rllib_geppo.learner.torch_learner import hand_step_for
+
+from helpers import update_inputs
 
 
 def minibatches(env: gym.Env, rows: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -132,15 +133,9 @@ def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_
     _, _, hand, hand_module = build("Hopper-v5", compile_learner=compiled)
     hand_module.load_state_dict(module.state_dict())
     assert general.hand_step(DEFAULT_MODULE_ID) is None and hand.hand_step(DEFAULT_MODULE_ID) is not None
-    inputs = UpdateInputs(
-        policy_lr=3e-4,
-        clip_eps=0.1,
-        weights_by_version={0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25},
-        reward_scale=1.0,
-        obs_mean=np.zeros(env.observation_space.shape),
-        obs_std=np.ones(env.observation_space.shape),
-        minibatches_per_epoch=32,
-        shuffle_seed=0,
+    weights = {0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25}
+    inputs = update_inputs(
+        env.observation_space.shape[0], weights_by_version=weights, minibatches_per_epoch=32
     )
     data = layout(env)
     for learner in (general, hand):
