@@ -66,11 +66,12 @@ class Layout:
     def unflatten(self, flat: Tensor) -> list[Tensor]:
         return [part.view(shape) for part, shape in zip(torch.split(flat, self.sizes), self.shapes)]
 
-    def layers(self, flat: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """The MLP's (weight, bias) pairs, views of ``flat``."""
-        params = self.unflatten(flat)
-        count = 2 * (len(params) // 2)
-        return list(zip(params[0:count:2], params[1:count:2]))
+
+def mlp_layers(params: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
+    """The (weight, bias) pairs of a network's parameters (:meth:`Layout.unflatten`), without
+    the odd one at the end (the policy's log-std)."""
+    count = 2 * (len(params) // 2)
+    return list(zip(params[0:count:2], params[1:count:2]))
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,10 @@ def pure_step(
 def _policy(settings, layout, flat, x, minibatch, center_a, half_range, clip_eps, entropy_coeff):
     """The policy loss and its flat gradient."""
     weights, advantages, center = minibatch[C.SAMPLE_WEIGHTS], minibatch[C.ADVANTAGES], minibatch[C.CENTER]
-    inputs = _forward(settings, layout.layers(flat), x)
-    mu, raw_log_std = inputs[-1], layout.unflatten(flat)[-1]
+    params = layout.unflatten(flat)
+    layers, raw_log_std = mlp_layers(params), params[-1]
+    inputs = _forward(settings, layers, x)
+    mu = inputs[-1]
     log_std = torch.clamp(raw_log_std, min=settings.min_log_std)
     inv_std = torch.exp(-log_std)
     u = ((minibatch[C.ACTIONS] - center_a) / half_range - mu) * inv_std
@@ -146,20 +149,21 @@ def _policy(settings, layout, flat, x, minibatch, center_a, half_range, clip_eps
         entropy = (log_std + torch.log(half_range) + 0.5 + 0.5 * math.log(2 * math.pi)).sum()
         loss = loss - entropy_coeff * torch.mean(weights) * entropy
         dlog_std = dlog_std - entropy_coeff * torch.mean(weights)
-    grads = _backward(settings, layout.layers(flat), inputs, dlogp[:, None] * u * inv_std)
+    grads = _backward(settings, layers, inputs, dlogp[:, None] * u * inv_std)
     return loss, torch.cat([*grads, dlog_std * (raw_log_std >= settings.min_log_std)])
 
 
 def _value(settings, layout, flat, x, value_targets, weights):
     """The value loss and its flat gradient."""
-    inputs = _forward(settings, layout.layers(flat), x)
+    layers = mlp_layers(layout.unflatten(flat))
+    inputs = _forward(settings, layers, x)
     error = value_targets - inputs[-1][:, 0]
     squared = error * error
     dv = -(weights / x.shape[0]) * error
     if math.isfinite(settings.vf_clip_param):
         dv = dv * (squared <= settings.vf_clip_param)
         squared = torch.clamp(squared, max=settings.vf_clip_param)
-    grads = _backward(settings, layout.layers(flat), inputs, dv[:, None])
+    grads = _backward(settings, layers, inputs, dv[:, None])
     return 0.5 * torch.mean(weights * squared), torch.cat(grads)
 
 

@@ -210,13 +210,11 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             take_step = functools.partial(self.minibatch_step, module_id)
         else:
             take_step = hand.step
-            optimizer = self.get_optimizer(module_id, OPTIMIZER)
-            policy_group, value_group = optimizer.param_groups
             hand.begin(
-                optimizer,
-                policy_lr=policy_group["lr"],
-                vf_lr=value_group["lr"],
-                entropy_coeff=float(self._entropy_coeff(module_id)),
+                self.get_optimizer(module_id, OPTIMIZER),
+                policy_lr=inputs.policy_lr,
+                vf_lr=self.config.vf_lr,
+                entropy_coeff=inputs.entropy_coeff,
             )
         sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
         clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
