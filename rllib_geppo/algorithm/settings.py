@@ -130,6 +130,7 @@ _ENTROPY_COEFF = Rule(
     lambda value: at_least(0).ok(value) or is_schedule(value, at_least(0).ok),
     "a finite number >= 0, or a schedule [[0, c], [env steps, c], ...] of such numbers",
 )
+_POSITIVE_OR_INF = Rule(lambda value: value > 0 and not math.isnan(value), "a positive number or inf")
 _NO_KL_SHORT = "the clip range and the TV-driven policy lr bound each update"
 
 _WEIGHTS = Rule(
@@ -252,7 +253,7 @@ RLLIB_SETTINGS: tuple[Setting, ...] = (
     Setting("train_batch_size", 4000, RLLIB_RULES["train_batch_size"],
             "Read, as in RLlib, only where `train_batch_size_per_learner` is None, which setting "
             "`train_batch_size` alone makes it: n is then this / learners."),
-    Setting("vf_clip_param", math.inf, Rule(lambda v: v > 0 and v == v, "a positive number or inf"),
+    Setting("vf_clip_param", math.inf, _POSITIVE_OR_INF,
             "PPO's clip of each sample's squared value error, in squared (scaled-reward) return "
             "units; inf: no clip (PPO's default is 10)."),
     Setting("vf_loss_coeff", 1.0, at_least(0),

@@ -26,6 +26,7 @@ own pipelines unchanged, and the driver logs one warning saying so.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -326,13 +327,10 @@ def without_mean_std_filter(pipeline: ConnectorPipelineV2) -> ConnectorPipelineV
     return pipeline
 
 
-_logged: set[str] = set()
-
-
+@functools.cache
 def _log_once(message: str) -> None:
-    if message not in _logged:
-        _logged.add(message)
-        logger.info(message)
+    """Log ``message`` once per process: every EnvRunner's pipeline is built again and again."""
+    logger.info(message)
 
 
 def _agents_to_flatten(space, multi_agent: bool) -> list | None:
