@@ -12,6 +12,7 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``segments`` | trajectory segments laid out end to end: building, joining, checking |
 | ``minibatches`` | an update's minibatches: shared shuffles, each learner's slice |
 | ``normalization`` | running statistics for observations and rewards |
+| ``numpy_policy`` | acting with GePPO's MLP Gaussian policy in numpy, one env step at a time |
 | ``columns`` | the names of batch columns |
 | ``networks`` | the module's fully connected layers from a ``model_config``, defaults filled in |
 | ``update_inputs`` | what the Algorithm decides once per update for every learner |

@@ -327,9 +327,13 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         if self.log_std is not None:
             # Normalised mean and log-std to environment units (see the module docstring).
             mean = self.action_center + self.action_half_range * out
-            log_std = torch.clamp(self.log_std, min=math.log(MIN_STD)) + torch.log(self.action_half_range)
-            out = torch.cat([mean, log_std.expand_as(mean)], dim=-1)
+            out = torch.cat([mean, self.action_log_std().expand_as(mean)], dim=-1)
         return {Columns.ACTION_DIST_INPUTS: out}
+
+    def action_log_std(self) -> torch.Tensor:
+        """The policy's log-std in environment units (Box actions): the parameter, floored at
+        log MIN_STD, plus log of the action bounds' half range."""
+        return torch.clamp(self.log_std, min=math.log(MIN_STD)) + torch.log(self.action_half_range)
 
     # No layer here acts differently in train and eval mode (no dropout, no batch norm), so
     # acting skips the eval()/train() walk over the submodules that TorchRLModule does around

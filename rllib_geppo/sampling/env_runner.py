@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 import torch
+from gymnasium.wrappers.vector import DictInfoToList
 from ray.rllib.env.env_errors import StepFailedRecreateEnvError
 from ray.rllib.env.env_runner import ENV_STEP_FAILURE, NUM_ENV_STEP_FAILURES_LIFETIME
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -40,6 +41,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import ENV_STEP_TIMER
 
 from rllib_geppo.sampling.env_checks import reward_problem
+from rllib_geppo.sampling.lean_sampling import LeanSampling, infos_as_list
 from rllib_geppo.sampling.pipelines import LEAN_PIPELINES, FusedModuleToEnvPipeline
 from rllib_geppo.sampling.staggered_starts import FirstEpisodeLimit, first_episode_limit, num_training_envs
 
@@ -125,7 +127,7 @@ class GePPOMultiAgentEnvRunner(ReportsItsFailure, MultiAgentEnvRunner):
         return results
 
 
-class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
+class GePPOEnvRunner(ReportsItsFailure, LeanSampling, SingleAgentEnvRunner):
     """A ``SingleAgentEnvRunner`` seeded by :func:`sampler_seeds`, with env step metrics tallied
     per ``sample()`` call (see the module doc).
 
@@ -214,7 +216,11 @@ class GePPOEnvRunner(ReportsItsFailure, SingleAgentEnvRunner):
             return super()._try_env_step(actions)
         start = time.perf_counter()
         try:
-            results = self.env.step(actions)
+            if type(self.env) is DictInfoToList:  # RLlib's wrapper, its conversion done faster
+                *results, infos = self.env.env.step(actions)
+                results = (*results, infos_as_list(infos, self.num_envs))
+            else:
+                results = self.env.step(actions)
         except Exception as error:  # noqa: BLE001 - any env error, as RLlib catches it
             return self._env_step_failed(error)
         self._env_step_seconds += time.perf_counter() - start

@@ -166,7 +166,10 @@ class FusedEnvToModulePipeline(UntimedEnvToModulePipeline):
     def __call__(self, *, rl_module, batch: dict | None = None, episodes, **kwargs) -> dict[str, Any]:
         if batch or rl_module.is_stateful():
             return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
-        observations = np.stack([episode.get_observations(-1) for episode in episodes])
+        return self.from_observations(np.stack([episode.get_observations(-1) for episode in episodes]))
+
+    def from_observations(self, observations: np.ndarray) -> dict[str, Any]:
+        """The batch for the envs' latest observations, stacked ``[num_envs, ...]``."""
         return {Columns.OBS: _tensor(observations, self.device)}
 
 
@@ -210,7 +213,7 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
         # One item per env in every column but the actions, which the vector env takes batched.
         out = {column: list(_numpy(values)) for column, values in out.items()}
         out[Columns.ACTIONS] = _numpy(actions)
-        out[Columns.ACTIONS_FOR_ENV] = self._for_env(out[Columns.ACTIONS])
+        out[Columns.ACTIONS_FOR_ENV] = self.actions_for_env(out[Columns.ACTIONS])
         return out
 
     def _sample(self, dist) -> torch.Tensor:
@@ -223,10 +226,12 @@ class FusedModuleToEnvPipeline(UntimedModuleToEnvPipeline):
             self.rng.set_state(torch.get_rng_state())
         return actions
 
-    def _for_env(self, actions: np.ndarray) -> np.ndarray:
+    def actions_for_env(self, actions: np.ndarray) -> np.ndarray:
+        """The actions as the env takes them: clipped to a Box's bounds with ``clip_actions``,
+        a copy otherwise (the episode keeps the unclipped ones)."""
         space = self.input_action_space
         if self.clip_actions and isinstance(space, gym.spaces.Box):
-            return np.clip(actions, space.low, space.high)
+            return np.minimum(np.maximum(actions, space.low), space.high)  # np.clip, less its wrapper
         return actions.copy()
 
 

@@ -265,8 +265,9 @@ def test_env_step_metrics_are_tallied_once_per_sample_call():
             tallies.append(value)
 
     runner._metrics_num_try_env_step = Counter()
-    step = runner.env.step
-    runner.env.step = lambda actions: (calls.append(1), step(actions))[1]
+    vector_env = runner.env.env  # what the EnvRunner steps, beneath RLlib's DictInfoToList
+    step = vector_env.step
+    vector_env.step = lambda actions: (calls.append(1), step(actions))[1]
     for n in (150, 100):  # Pendulum truncates after 200 steps: the second call autoresets once
         runner.sample(num_timesteps=n)
     assert tallies == [150, 101] and len(calls) == 251
