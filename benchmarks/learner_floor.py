@@ -14,8 +14,10 @@ minibatches of 128 rows, each side taking the same steps:
 - **by hand**: :class:`rllib_geppo.core.manual_step.ManualStep`, the same math with the backward
   pass derived by hand into one flat gradient per network and Adam on flat buffers
   (``tests/learner/test_manual_step.py`` holds it to the learner's parameters), eager;
-- **by hand, compiled**: the same step compiled whole, Adam included: what
-  GePPO's own MLP modules run after their first 3,200 steps (``hand_derived_step``, the default).
+- **by hand, torch.compile**: the same step compiled whole by ``torch.compile``, Adam included;
+- **by hand, ahead of time**: the same graph compiled by AOTInductor into one C++ call
+  (:class:`rllib_geppo.core.aot_step.AheadOfTimeStep`): what GePPO's own MLP modules run after
+  their first 3,200 steps (``hand_derived_step``, the default).
 
 Each step's arithmetic is counted from the layer sizes (the matrix products of the forward and
 backward passes, 2 FLOP per multiply-add; the elementwise work is left out), and the attained
@@ -73,10 +75,15 @@ def learner(env_id: str, compiled: bool):
     return config.build_learner(env=gym.make(env_id))
 
 
-def hand_step(env_id: str, compiled: bool):
+def hand_step(env_id: str, compiled: bool, ahead_of_time: bool = True):
     """The hand-derived step of a fresh learner's module, ready for an update's steps."""
     lrn = learner(env_id, False)
-    manual = hand_step_for(lrn.module[DEFAULT_MODULE_ID].unwrapped(), lrn.config, 0 if compiled else None)
+    manual = hand_step_for(
+        lrn.module[DEFAULT_MODULE_ID].unwrapped(),
+        lrn.config,
+        0 if compiled else None,
+        ahead_of_time=ahead_of_time,
+    )
     manual.begin(
         lrn.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER), policy_lr=3e-4, vf_lr=3e-4, entropy_coeff=0.0
     )
@@ -108,8 +115,12 @@ def main() -> None:
     for name, compiled in (("general, compiled", True), ("general, eager", False)):
         lrn = learner(args.env, compiled)
         sides[name] = lambda mb, lrn=lrn: lrn.minibatch_step(DEFAULT_MODULE_ID, mb, clip_eps)
-    for name, compiled in (("by hand", False), ("by hand, compiled", True)):
-        step = hand_step(args.env, compiled)
+    for name, compiled, ahead_of_time in (
+        ("by hand", False, True),
+        ("by hand, torch.compile", True, False),
+        ("by hand, ahead of time", True, True),
+    ):
+        step = hand_step(args.env, compiled, ahead_of_time)
         sides[name] = lambda mb, step=step: step(mb, clip_eps, take)
 
     print(f"{args.env}: {args.rows} rows, 64x64 tanh policy and value networks")
@@ -124,10 +135,10 @@ def main() -> None:
                 seconds[name].append(timed(step, batches))
         today = statistics.median(seconds["general, compiled"])
         print(f"\n{threads} thread{'s' if threads > 1 else ''}:")
-        print(f"{'':20s} {'ms/step':>8s} {'x general, compiled':>20s} {'GFLOP/s':>8s}")
+        print(f"{'':24s} {'ms/step':>8s} {'x general, compiled':>20s} {'GFLOP/s':>8s}")
         for name, values in seconds.items():
             median = statistics.median(values)
-            print(f"{name:20s} {median * 1e3:8.3f} {median / today:20.2f} {flop / median / 1e9:8.1f}")
+            print(f"{name:24s} {median * 1e3:8.3f} {median / today:20.2f} {flop / median / 1e9:8.1f}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 | ``module_stores`` | every trained module's state and an update's decisions: the door of both API stacks |
 | ``gradients`` | the gradient clip and finite check, and the learners' mean of losses and gradients |
 | ``adam`` | the fused Adam step, skipped on the device when a step is not finite |
+| ``aot_step`` | a step compiled ahead of time by AOTInductor (one C++ call per step), cached on disk |
 | ``compiled_step`` | the minibatch step compiled once (gradients by ``torch.func``) and its eager twin |
 | ``manual_step`` | the minibatch step of GePPO's MLP module, its backward pass derived by hand |
 | ``rules`` | one way of saying no: a setting's rule and its message |

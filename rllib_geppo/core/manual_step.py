@@ -30,13 +30,16 @@ backpropagate as every MLP does.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from rllib_geppo.core.adam import adam_state
+from rllib_geppo.core.aot_step import AheadOfTimeStep
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.compiled_step import CompiledStep
 
@@ -50,6 +53,10 @@ _DERIVATIVES = {
     "linear": lambda h: torch.ones_like(h),
 }
 ADAM_BETAS = (0.9, 0.999)
+#: The minibatch columns the step reads, in the order :meth:`ManualStep.step` passes them.
+STEP_COLUMNS = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS, C.SAMPLE_WEIGHTS)
+#: This file's hash: a compiled step cached ahead of time is this code's.
+_SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,8 @@ class ManualStep:
         settings: the step's fixed settings.
         compile_after: eager steps before the compiled ones (None: never compiled), as
             ``compile_learner`` resolves.
+        ahead_of_time: compile with AOTInductor (:class:`AheadOfTimeStep`), falling back to
+            ``torch.compile`` if that fails; False: ``torch.compile`` only.
     """
 
     def __init__(
@@ -234,6 +243,7 @@ class ManualStep:
         settings: Settings,
         compile_after: int | None = None,
         inductor_options: dict | None = None,
+        ahead_of_time: bool = True,
     ):
         self.sources = (
             [p for m in pi if isinstance(m, nn.Linear) for p in (m.weight, m.bias)] + [log_std],
@@ -246,10 +256,20 @@ class ManualStep:
         self.settings = settings
         self.stats = (obs_mean, obs_std, action_center, action_half_range)
         self.rates = torch.zeros(3, device=device)  # policy lr, value lr, entropy coefficient
-        self._run = CompiledStep(
+        # Compiled ahead of time (one C++ call per step) where that works; torch.compile where not.
+        compiled = CompiledStep(
             pure_step,
             pure_step,
             compile_after=compile_after,
+            name="hand-derived step",
+            inductor_options=inductor_options,
+        )
+        self._run = AheadOfTimeStep(
+            self._flat_step,
+            lambda *tensors: self._flat_step(*tensors, run=compiled),
+            compile_after=compile_after if ahead_of_time else None,
+            dynamic=len(STEP_COLUMNS),
+            key=f"{settings!r} {self.layouts!r} {_SOURCE_HASH}",
             name="hand-derived step",
             inductor_options=inductor_options,
         )
@@ -297,11 +317,32 @@ class ManualStep:
         is finite and ``take`` (0-d bool) holds. Returns ``(stats, finite)`` as the learner's
         ``minibatch_step``: the policy loss, the value loss and the policy's gradient norm
         before the clip, and whether all of them and the value gradient are finite."""
-        constants = (*self.stats, self.rates[0], self.rates[1], self.rates[2])
-        stats, finite, self.flats, self.adam = self._run(
-            self.settings, self.layouts, self.flats, self.adam, constants, minibatch, clip_eps, take
+        stats, finite, *state = self._run(
+            *self.flats,
+            *self.adam,
+            *self.stats,
+            *self.rates.unbind(),
+            clip_eps,
+            take,
+            *(minibatch[column] for column in STEP_COLUMNS),
         )
+        self.flats, self.adam = tuple(state[:2]), tuple(state[2:])
         return stats, finite
+
+    def _flat_step(self, *tensors: Tensor, run=pure_step) -> tuple[Tensor, ...]:
+        """:func:`pure_step` (or ``run``, with its arguments) on its tensors laid end to end,
+        as :class:`AheadOfTimeStep` compiles it: flats (2), Adam (6), statistics and action units
+        (4), rates (3), the clip range, ``take``, then the :data:`STEP_COLUMNS`."""
+        minibatch = dict(zip(STEP_COLUMNS, tensors[17:]))
+        stats, finite, flats, adam = run(
+            self.settings, self.layouts, tensors[0:2], tensors[2:8], tensors[8:15], minibatch, *tensors[15:17]
+        )
+        return (stats, finite, *flats, *adam)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether steps run compiled ahead of time (:class:`AheadOfTimeStep`)."""
+        return self._run.compiled
 
     @property
     def step_count(self) -> float:

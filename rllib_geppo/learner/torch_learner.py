@@ -73,6 +73,10 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     #: a subclass to change: ``{"triton.cudagraphs": True}`` replays each step as a CUDA graph
     #: (what ``torch.compile``'s ``mode="reduce-overhead"`` sets; ``benchmarks/minibatch_rows.py``).
     step_inductor_options: dict[str, Any] = {}
+    #: Whether the hand-derived step compiles ahead of time (AOTInductor; falling back to
+    #: ``torch.compile`` if that fails) or with ``torch.compile`` only, for a subclass to change
+    #: (``benchmarks/learner_update.py`` compares the two).
+    hand_step_ahead_of_time: bool = True
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -338,7 +342,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             module = self.module[module_id].unwrapped()
             takes = takes_hand_step(module, self.config, distributed=self.distributed, device=self.device)
             self._hand_steps[module_id] = (
-                hand_step_for(module, self.config, self._compile_after, self.step_inductor_options)
+                hand_step_for(
+                    module,
+                    self.config,
+                    self._compile_after,
+                    self.step_inductor_options,
+                    ahead_of_time=self.hand_step_ahead_of_time,
+                )
                 if takes
                 else None
             )
@@ -496,8 +506,11 @@ def hand_step_for(
     config: Any,
     compile_after: int | None = None,
     inductor_options: dict[str, Any] | None = None,
+    *,
+    ahead_of_time: bool = True,
 ) -> ManualStep:
-    """The hand-derived step of ``module`` with ``config``'s settings."""
+    """The hand-derived step of ``module`` with ``config``'s settings (compiled ahead of time,
+    or with ``torch.compile`` where ``ahead_of_time`` is False)."""
     return ManualStep(
         module.pi,
         module.vf,
@@ -517,4 +530,5 @@ def hand_step_for(
         ),
         compile_after=compile_after,
         inductor_options=inductor_options,
+        ahead_of_time=ahead_of_time,
     )

@@ -142,6 +142,7 @@ def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_
         for _ in range(2):
             metrics, _ = learner.update_module(DEFAULT_MODULE_ID, data, inputs)
             assert (metrics["num_gradient_steps"], metrics["num_skipped_steps"]) == (320, 0)
+    assert hand.hand_step(DEFAULT_MODULE_ID).compiled is compiled  # ahead of time
     assert_close_by_norm(parameters(hand_module), parameters(module), 1e-3)
     states = [
         [learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).state[p] for p in m.parameters()]
