@@ -123,15 +123,17 @@ class AheadOfTimeStep:
         self._calls_left = None  # one attempt: a failure leaves ``before`` for good
         start = time.perf_counter()
         path = self.package_path(tensors)
+        cached = path.exists()
         try:
-            if not path.exists():
+            if not cached:
                 self._build(tensors, path)
             self._runner = torch._inductor.aoti_load_package(str(path), run_single_threaded=True)
         except Exception as err:  # noqa: BLE001 - no C++ compiler, an untraceable operation, ...
             self._give_up(err)
             return
         self.compile_seconds = time.perf_counter() - start
-        logger.info("Compiled GePPO's %s ahead of time in %.1f s.", self._name, self.compile_seconds)
+        how = f"loaded from {path}" if cached else "compiled ahead of time"
+        logger.info("GePPO's %s %s in %.1f s.", self._name, how, self.compile_seconds)
 
     def _build(self, tensors: tuple[Tensor, ...], path: Path) -> None:
         rows = torch.export.Dim("rows", min=2)
