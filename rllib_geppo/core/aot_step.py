@@ -65,6 +65,7 @@ class AheadOfTimeStep:
             for the cache.
         name: what the log messages call the step.
         inductor_options: inductor settings for the compile.
+        folder: where packages are kept (default :func:`package_folder`).
 
     Attributes: ``compiled`` (whether calls go to the compiled step) and ``compile_seconds``
     (the export, compile and load; about 0 when the package was cached; None before).
@@ -80,8 +81,10 @@ class AheadOfTimeStep:
         key: str,
         name: str = "step",
         inductor_options: dict[str, Any] | None = None,
+        folder: Path | None = None,
     ):
         self._fn, self._before, self._dynamic = fn, before, dynamic
+        self._folder = folder
         self._key, self._name = key, name
         self._inductor_options = dict(inductor_options or {})
         self._calls_left = compile_after
@@ -117,7 +120,8 @@ class AheadOfTimeStep:
         text = repr(
             (torch.__version__, self._name, self._key, shapes, sorted(self._inductor_options.items()))
         )
-        return package_folder() / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt2"
+        folder = self._folder or package_folder()
+        return folder / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt2"
 
     def _compile(self, tensors: tuple[Tensor, ...]) -> None:
         self._calls_left = None  # one attempt: a failure leaves ``before`` for good

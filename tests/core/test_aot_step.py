@@ -25,15 +25,15 @@ class Counted:
         return step_fn(*tensors)
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
+def test_packages_are_kept_under_inductors_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    return tmp_path
+    assert package_folder() == tmp_path / "geppo_aot"
 
 
-def test_a_step_compiled_ahead_of_time_gives_its_functions_results_and_is_cached(cache, monkeypatch):
+def test_a_step_compiled_ahead_of_time_gives_its_functions_results_and_is_cached(tmp_path, monkeypatch):
+    # Its own package folder (inductor's caches stay where they are, so a rerun compiles faster).
     before = Counted()
-    step = AheadOfTimeStep(step_fn, before, compile_after=2, dynamic=1, key="test")
+    step = AheadOfTimeStep(step_fn, before, compile_after=2, dynamic=1, key="test", folder=tmp_path)
     scale = torch.tensor([1.0, -2.0, 0.5])
     for _ in range(2):
         step(scale, torch.randn(7, 3))
@@ -43,12 +43,11 @@ def test_a_step_compiled_ahead_of_time_gives_its_functions_results_and_is_cached
         for got, expected in zip(step(scale, x), step_fn(scale, x), strict=True):
             torch.testing.assert_close(got, expected)
     assert step.compiled and before.calls == 2
-    assert package_folder() == cache / "geppo_aot"
-    assert [p.name for p in package_folder().iterdir()] == [step.package_path((scale, x)).name]
+    assert [p.name for p in tmp_path.iterdir()] == [step.package_path((scale, x)).name]
 
     # Another step of the same function and inputs loads the package: nothing is exported again.
     monkeypatch.setattr(torch.export, "export", lambda *a, **k: pytest.fail("exported again"))
-    again = AheadOfTimeStep(step_fn, Counted(), compile_after=0, dynamic=1, key="test")
+    again = AheadOfTimeStep(step_fn, Counted(), compile_after=0, dynamic=1, key="test", folder=tmp_path)
     torch.testing.assert_close(again(scale, x)[1], step_fn(scale, x)[1])
     assert again.compiled
 
@@ -59,9 +58,9 @@ def data_dependent(scale: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tenso
     return (rows,)
 
 
-def test_a_step_that_cannot_compile_leaves_the_step_before_for_good(cache, caplog):
+def test_a_step_that_cannot_compile_leaves_the_step_before_for_good(tmp_path, caplog):
     before = Counted()
-    step = AheadOfTimeStep(data_dependent, before, compile_after=0, dynamic=1, key="test")
+    step = AheadOfTimeStep(data_dependent, before, compile_after=0, dynamic=1, key="test", folder=tmp_path)
     with caplog.at_level(logging.WARNING, logger="rllib_geppo.core.aot_step"):
         for _ in range(3):
             step(torch.ones(3), torch.ones(4, 3))
