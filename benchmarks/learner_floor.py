@@ -34,10 +34,10 @@ import time
 
 import gymnasium as gym
 import torch
+from minibatch_rows import minibatch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
-from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.learner.learner import OPTIMIZER
 from rllib_geppo.learner.torch_learner import hand_step_for
 
@@ -47,18 +47,7 @@ CLIP_EPS = 0.1
 def minibatches(env: gym.Env, rows: int, count: int) -> list[dict[str, torch.Tensor]]:
     g = torch.Generator().manual_seed(0)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
-    return [
-        {
-            C.OBS: torch.randn(rows, obs_dim, generator=g),
-            C.ACTIONS: torch.randn(rows, act_dim, generator=g),
-            C.BEHAVIOUR_LOGP: torch.randn(rows, generator=g) - act_dim,
-            C.CENTER: torch.exp(0.1 * torch.randn(rows, generator=g)),
-            C.ADVANTAGES: torch.randn(rows, generator=g),
-            C.VALUE_TARGETS: torch.randn(rows, generator=g),
-            C.SAMPLE_WEIGHTS: torch.rand(rows, generator=g) + 0.5,
-        }
-        for _ in range(count)
-    ]
+    return [minibatch(rows, obs_dim, act_dim, "cpu", g) for _ in range(count)]
 
 
 def matmul_flop(sizes: list[int], rows: int) -> int:

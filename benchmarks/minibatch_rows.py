@@ -27,8 +27,16 @@ from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 
 
-def minibatch(rows: int, obs_dim: int, act_dim: int, device: torch.device) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(rows)
+def minibatch(
+    rows: int,
+    obs_dim: int,
+    act_dim: int,
+    device: torch.device | str,
+    generator: torch.Generator | None = None,
+) -> dict[str, torch.Tensor]:
+    """A random minibatch of the columns a gradient step reads, drawn from ``generator`` (by
+    default one seeded with ``rows``)."""
+    g = torch.Generator().manual_seed(rows) if generator is None else generator
     data = {
         C.OBS: torch.randn(rows, obs_dim, generator=g),
         C.ACTIONS: torch.randn(rows, act_dim, generator=g),
