@@ -24,7 +24,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from rllib_geppo.report.trials import find_trial_dirs, load_trial, read_results
+from rllib_geppo.records.trial_record import read_rows
+from rllib_geppo.report.trials import find_trial_dirs, load_trial
 from rllib_geppo.sampling.staggered_starts import num_training_envs
 
 FIRST_UPDATE = 20  # skip the first iterations, where the moving average is still climbing
@@ -51,7 +52,7 @@ def trial_profiles(roots: list[Path], metric: str, bins: int) -> dict[str, list[
     profiles: dict[str, list[np.ndarray]] = defaultdict(list)
     for trial_dir in find_trial_dirs(roots):
         trial = load_trial(trial_dir, group_by="experiment")
-        rows = [r for r in read_results(trial_dir) if "learners" in r]
+        rows = [r for r in read_rows(trial_dir) if "learners" in r]
         if trial.problem or len(rows) <= FIRST_UPDATE + WINDOW:
             continue
         config = rows[0]["config"]  # the whole config, defaults included

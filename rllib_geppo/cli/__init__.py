@@ -14,6 +14,7 @@
 | ``outcomes`` | what became of the trials: statuses, the summary, error lines, lost nodes, exit status |
 | ``resume`` | a run's folder on ``--resume``: the saved run, options that would change it, the lock |
 | ``checkpoints`` | finding the checkpoint a resume continues from |
+| ``recorded`` | ``--skip-recorded``: the trials of a file that no finished trial record ran |
 | ``result_files`` | each trial's ``result.json`` and ``progress.csv``, written as results come |
 | ``progress`` | the console's progress table and budget line |
 | ``quiet`` | hiding known-harmless messages of Ray, RLlib and Tune (the console, validate(), C output) |

@@ -50,6 +50,7 @@ from rllib_geppo.cli.preflight import (
 )
 from rllib_geppo.cli.progress import BestReturns
 from rllib_geppo.cli.quiet import quiet_console
+from rllib_geppo.cli.recorded import recorded_trials, without_recorded
 from rllib_geppo.cli.resume import (
     check_run_lock,
     check_unchanged,
@@ -143,6 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume the run in --storage-path/--name: unfinished and failed trials continue",
     )
     file.add_argument(
+        "--skip-recorded",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="leave out every trial that a finished trial under DIR ran (a trial record of "
+        "'report --keep-trials', or a run's folder): same experiment and config, a stop "
+        "criterion met; starts a new run of the rest; repeatable",
+    )
+    file.add_argument(
         "--skip-damaged-checkpoints",
         action="store_true",
         help="with --resume: a trial whose newest checkpoint cannot be read continues from its "
@@ -164,6 +175,20 @@ def train_file(args: argparse.Namespace) -> int:
     """`train file`: validate everything, then print (--dry-run) or run."""
     specs = select_experiments(load_experiments(args.file), args.experiment, args.file)
     specs = [apply_overrides(s, args.config, args.stop, args.num_samples) for s in specs]
+    if args.skip_recorded:
+        if args.resume:
+            raise UserError(
+                "--skip-recorded starts a new run without the trials already recorded; --resume "
+                "continues a run as it was saved. Pass one of them."
+            )
+        specs = without_recorded(specs, recorded_trials(args.skip_recorded))
+        if not specs:
+            log.info(
+                "%s: every trial selected is recorded under %s; nothing to run.",
+                args.file,
+                ", ".join(map(str, args.skip_recorded)),
+            )
+            return 0
     envs = {
         t["env"]: s.where("config.env")
         for s in specs

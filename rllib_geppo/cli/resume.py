@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import named_by, parse_assignment
+from rllib_geppo.cli.experiment_file import experiment_of, named_by, parse_assignment
 from rllib_geppo.records.checkpoint_manifest import write_json_atomically
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
         trials = [json.loads(entry[0]) for entry in data["trial_data"]]
         return [
             SavedTrial(
-                experiment=t["custom_trial_name"].rsplit("_", 1)[0],
+                experiment=experiment_of(t["custom_trial_name"]) or t["custom_trial_name"],
                 config=dict(t["config"]),
                 stop=dict(t["stopping_criterion"] or {}),
                 status=t["status"],

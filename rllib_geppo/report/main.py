@@ -1,8 +1,9 @@
 """``rllib-geppo report``: the paper's Table 1 and figures from Ray Tune result folders.
 
-Reads every Tune trial folder (``params.json`` + ``result.json``) under the given paths, groups
-trials by environment and variant, aligns their curves on env steps and writes into ``--out``:
-``table.md``, ``table.csv``, ``trials.csv`` (each trial's figures), ``stability.csv`` (the TV of
+Reads every Tune trial folder (``params.json`` + ``result.json``) and trial record
+(``--keep-trials``) under the given paths, groups trials by environment and variant, aligns
+their curves on env steps and writes into ``--out``: ``table.md``, ``table.csv``,
+``trials.csv`` (each trial's figures), ``stability.csv`` (the TV of
 the last updates against its target, the return's late change: the paper's Figure 2),
 ``returns.png`` and, when any trial logged it, ``tv.png``. With rows in two or more
 environments, ``table.md`` ends with each variant's mean gain in average return over each other
@@ -40,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY
-from rllib_geppo.report.build import build_report
+from rllib_geppo.records.trial_record import write_record
+from rllib_geppo.report.build import Report, build_report
 from rllib_geppo.report.files import write_report
 from rllib_geppo.report.grouping import BASE_LABELS, load_trials, pool_variants, setting_names
 from rllib_geppo.report.markdown import render_markdown
-from rllib_geppo.report.trials import ReportError
+from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +177,15 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "needs the default baseline PPO (use with --budget 1e6)",
     )
     parser.add_argument(
+        "--keep-trials",
+        type=Path,
+        metavar="DIR",
+        help="also write into DIR a record of each trial the table averages: its params.json "
+        "and its rows cut to what the report reads (result.json.gz, tens of kB), small "
+        "enough for git; the report reads DIR as a results folder, and rllib train file "
+        "--skip-recorded DIR runs only the trials no record holds",
+    )
+    parser.add_argument(
         "--return-key",
         default=RETURN_KEY,
         help="'/'-separated result key of the return curve "
@@ -196,7 +207,21 @@ def run_report(args: argparse.Namespace) -> int:
     written = write_report(report, args.out)
     print(render_markdown(report))
     print("Wrote " + ", ".join(str(p) for p in written))
+    if args.keep_trials:
+        kept = keep_trials(trials, report, args.keep_trials)
+        print(f"Kept {kept} trial record(s) in {args.keep_trials}")
     return 0
+
+
+def keep_trials(trials: Sequence[Trial], report: Report, out: Path) -> int:
+    """Write a record (:mod:`rllib_geppo.records.trial_record`) of each trial that the report's
+    rows average, leaving records already in ``out`` as they are; returns how many are there."""
+    averaged = {row.trial for row in report.trial_rows}
+    out = out.resolve()
+    for trial in trials:
+        if trial.path.name in averaged and trial.path.parent != out:
+            write_record(trial.path, out)
+    return len(averaged)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """One Tune trial folder read into a :class:`Trial`: environment, variant, seed, curves, settings.
 
-Finds the trial folders (``params.json`` beside ``result.json``) under the report's paths and
+Finds the trial folders (``params.json`` beside ``result.json``, or a trial record's
+``result.json.gz``: :mod:`rllib_geppo.records.trial_record`) under the report's paths and
 reads each: its iterations (a torn last line skipped, iterations repeated after a restore
 replaced), its config, the paper's name for its algorithm variant, and why it cannot be averaged
 (a crash, no results), recorded on the trial rather than raised. Which trials form each row is
@@ -32,6 +33,7 @@ from rllib_geppo.records.result_keys import (
     TV_TARGET_KEY,
     lookup,
 )
+from rllib_geppo.records.trial_record import RECORD_FILE, RESULT_FILE, read_rows
 from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report.settings import Settings
 from rllib_geppo.report.stats import Array, Run
@@ -59,12 +61,16 @@ class Trial:
 
 
 def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
-    """Tune trial folders (holding ``params.json``) at or below each path, without duplicates.
+    """Tune trial folders and trial records (holding ``params.json``) at or below each path, each
+    trial once.
 
     Raises:
         ReportError: a path is missing or holds no trial folder.
     """
-    found: dict[Path, None] = {}  # ordered set: a folder given twice counts once
+    # An ordered set: a folder given twice counts once, and so does a trial and its record
+    # (rllib_geppo.records.trial_record, a folder of the same name): the first found is kept.
+    found: dict[Path, None] = {}
+    names: dict[bool, set[str]] = {True: set(), False: set()}  # by is-a-record
     for root in paths:
         if not root.is_dir():
             raise ReportError(f"{root}: no such directory (expected a Tune results or experiment directory)")
@@ -74,7 +80,11 @@ def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
                 f"{root}: no Tune trial folders found (expected folders holding "
                 "params.json and result.json, as ray.tune.Tuner writes them)"
             )
-        found.update((t.resolve(), None) for t in trials)
+        for trial in trials:
+            record = not (trial / RESULT_FILE).is_file() and (trial / RECORD_FILE).is_file()
+            if trial.name not in names[not record]:
+                found[trial.resolve()] = None
+                names[record].add(trial.name)
     return list(found)
 
 
@@ -84,6 +94,7 @@ def _walk_trials(root: Path) -> list[Path]:
         if "params.json" in files:
             trials.append(Path(folder))
             subfolders.clear()  # a trial's subfolders are checkpoints: don't walk them
+        subfolders[:] = [s for s in subfolders if not s.startswith(".")]  # a record being written
     return sorted(trials)
 
 
@@ -113,28 +124,6 @@ def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool 
             return "GePPO overlapped" if overlapped else "GePPO"
         return "PPO-Adapt" if params.get("adaptive_lr", False) else "PPO"
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
-
-
-def read_results(trial_dir: Path) -> list[dict[str, Any]]:
-    """The iterations in ``result.json``, one dict each; a torn last line (a killed run) is
-    skipped, and iterations repeated after a restore from checkpoint replace the earlier ones."""
-    path = trial_dir / "result.json"
-    if not path.is_file():
-        return []
-    results: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            result = json.loads(line)
-        except json.JSONDecodeError:
-            logger.warning("%s:%d: unreadable line skipped", path, number)
-            continue
-        step = lookup(result, STEPS_KEY)
-        while results and lookup(results[-1], STEPS_KEY) >= step:  # rewound by a restore
-            results.pop()
-        results.append(result)
-    return results
 
 
 def _series(results: Sequence[Mapping[str, Any]], key: str) -> Array:
@@ -223,7 +212,7 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     # Folder names are "<trainable or experiment>_<id>_...": the fallback for copied folders.
     name_parts = trial_dir.name.split("_") + ["?"]
     params = _read_params(trial_dir)
-    results = read_results(trial_dir)
+    results = read_rows(trial_dir)
     returns = _series(results, return_key)
     if return_key.startswith(EVALUATION_PREFIX):
         returns = _fresh(returns)

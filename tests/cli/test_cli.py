@@ -570,6 +570,32 @@ def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others
         check_unchanged(saved, ["walker2d-*", "hopper-*"], ["lr=3e-4"], [], None)
 
 
+def test_resume_reads_each_saved_trials_experiment_by_its_exact_name(tmp_path):
+    """The trials of a saved state, named by this CLI's trial-name creator, are read back as of
+    their experiment: `-e` with its exact name resumes, and its saved stop criteria show."""
+    import functools
+
+    from ray.tune.experiment import Trial
+
+    from rllib_geppo.cli.resume import check_unchanged, saved_stops, saved_trials
+    from rllib_geppo.cli.tune_run import _trial_name
+
+    def saved(experiment: str, trial_id: str) -> list[str]:
+        name = functools.partial(_trial_name, experiment)
+        trial = Trial("__fake", stub=True, trial_id=trial_id, trial_name_creator=name, config={"seed": 0})
+        trial.stopping_criterion = {"num_env_steps_sampled_lifetime": 1000}
+        return list(trial.get_json_state())
+
+    state = {
+        "trial_data": [saved("walker2d-geppo", "5a060_00000"), saved("walker2d-geppo-wide", "5a060_00001")]
+    }
+    (tmp_path / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
+    trials = saved_trials(tmp_path)
+    assert [t.experiment for t in trials] == ["walker2d-geppo", "walker2d-geppo-wide"]
+    check_unchanged(trials, ["walker2d-geppo"], [], [], None)
+    assert saved_stops(trials)["walker2d-geppo"] == {"num_env_steps_sampled_lifetime": 1000}
+
+
 class _Trial:
     """What StrandedTrials reads of a Tune trial: its id, status and placement group."""
 

@@ -73,3 +73,10 @@ def test_report_reads_a_real_tune_run(local_ray, tmp_path: Path):
     assert "n/a" in (out / "table.md").read_text()  # no GePPO-code PPO baseline in this run
     assert_png(out / "returns.png")
     assert not (out / "tv.png").exists()  # RLlib's PPO logs no TV
+    # The trials' records (--keep-trials) make the same report as Tune's folders.
+    kept, again = tmp_path / "kept", tmp_path / "again"
+    assert run_cli(tmp_path / "results", "--out", tmp_path / "out-kept", "--keep-trials", kept) == 0
+    assert len(list(kept.glob("*/result.json.gz"))) == 4
+    assert run_cli(kept, "--out", again) == 0
+    for name in ("table.csv", "trials.csv", "stability.csv"):
+        assert (again / name).read_text() == (out / name).read_text()

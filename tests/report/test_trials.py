@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rllib_geppo.records import trial_record
 from rllib_geppo.records.result_keys import EVALUATION_PREFIX, OLD_STACK_PREFIX, RETURN_KEY, STEPS_KEY, lookup
 from rllib_geppo.report.grouping import load_trials
-from rllib_geppo.report.trials import load_trial, read_results, variant_name
+from rllib_geppo.report.trials import load_trial, variant_name
 
 from report_helpers import (
     GEPPO,
@@ -166,7 +167,7 @@ def test_torn_last_line_and_restored_iterations(tmp_path: Path):
     ]  # restored from the 1000-step checkpoint
     with (trial / "result.json").open("a") as handle:
         handle.write("\n".join(rerun) + '\n{"num_env_steps_sampled_lif')
-    results = read_results(trial)
+    results = trial_record.read_rows(trial)
     assert [lookup(r, RETURN_KEY) for r in results] == [1, 20, 30, 40]
 
 

@@ -1,0 +1,117 @@
+"""A trial's results kept small enough for git, so that a study outlives the machine it ran on.
+
+Tune's ``result.json`` repeats the whole config in every row: about 15 kB a row, some 15 MB for
+a GePPO trial of 1M env steps. A trial record is a folder with the trial's name that holds
+Tune's ``params.json`` and ``result.json.gz``: the same rows, cut to the keys the report reads
+(:data:`KEPT_KEYS`, each module's ``sample_lag``, and the config in the first row only).
+``rllib-geppo report --keep-trials DIR`` writes one for each trial it averaged; the report reads
+a record as it reads a trial folder, and ``rllib train file --skip-recorded DIR`` runs only the
+trials that no record holds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rllib_geppo.records.result_keys import (
+    EVALUATION_RETURN_KEY,
+    ITERATION_KEY,
+    OLD_STACK_PREFIX,
+    RETURN_KEY,
+    STEPS_KEY,
+    TIME_KEY,
+    TV_KEY,
+    TV_TARGET_KEY,
+    lookup,
+)
+
+logger = logging.getLogger(__name__)
+
+RESULT_FILE = "result.json"  # Tune's rows, one JSON object per line
+RECORD_FILE = "result.json.gz"  # a trial record's rows
+PARAMS_FILE = "params.json"
+#: The "/"-separated keys a record keeps of each row (the report's curves and labels).
+KEPT_KEYS = (
+    STEPS_KEY,
+    ITERATION_KEY,
+    TIME_KEY,
+    RETURN_KEY,
+    EVALUATION_RETURN_KEY,
+    TV_KEY,
+    TV_TARGET_KEY,
+    OLD_STACK_PREFIX + "tv",
+    OLD_STACK_PREFIX + "tv_target",
+)
+
+
+def read_rows(trial_dir: Path) -> list[dict[str, Any]]:
+    """The iterations of a trial folder (``result.json``) or record (``result.json.gz``), one
+    dict each. A line that cannot be read (a torn last line of a killed run) is skipped, and the
+    iterations that a restore from checkpoint repeated replace the earlier ones."""
+    if (trial_dir / RESULT_FILE).is_file():
+        path, text = trial_dir / RESULT_FILE, (trial_dir / RESULT_FILE).read_text(errors="replace")
+    elif (trial_dir / RECORD_FILE).is_file():
+        path = trial_dir / RECORD_FILE
+        text = gzip.decompress(path.read_bytes()).decode(errors="replace")
+    else:
+        return []
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            logger.warning("%s:%d: unreadable line skipped", path, number)
+            continue
+        step = lookup(row, STEPS_KEY)
+        while rows and lookup(rows[-1], STEPS_KEY) >= step:  # rewound by a restore
+            rows.pop()
+        rows.append(row)
+    return rows
+
+
+def slim_row(row: Mapping[str, Any], *, with_config: bool) -> dict[str, Any]:
+    """``row`` cut to :data:`KEPT_KEYS`, every module's ``learners/<id>/sample_lag`` and, with
+    ``with_config``, the config; the nesting stays as it was."""
+    slim: dict[str, Any] = {"config": row["config"]} if with_config and "config" in row else {}
+    keys = [*KEPT_KEYS]
+    keys += [f"learners/{module}/sample_lag" for module in (row.get("learners") or {})]
+    for key in keys:
+        *parents, leaf = key.split("/")
+        node: Any = row
+        for part in [*parents, leaf]:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is None:
+            continue
+        target = slim
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = node
+    return slim
+
+
+def write_record(trial_dir: Path, out: Path) -> Path:
+    """Write the record of the trial in ``trial_dir`` as ``out/<its folder name>``, replacing an
+    older one; returns the record's folder. Writes through a temporary folder and a rename, so
+    an interrupted write never leaves half a record."""
+    rows = read_rows(trial_dir)
+    if not rows or not (trial_dir / PARAMS_FILE).is_file():
+        raise ValueError(f"{trial_dir}: no {PARAMS_FILE} or no results to record")
+    record = out / trial_dir.name
+    staging = out / f".{trial_dir.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    shutil.copyfile(trial_dir / PARAMS_FILE, staging / PARAMS_FILE)
+    lines = "".join(json.dumps(slim_row(r, with_config=i == 0)) + "\n" for i, r in enumerate(rows))
+    # mtime=0: the same rows give the same bytes, so git sees a rewritten record as unchanged.
+    (staging / RECORD_FILE).write_bytes(gzip.compress(lines.encode(), mtime=0))
+    shutil.rmtree(record, ignore_errors=True)
+    staging.rename(record)
+    return record

@@ -1,0 +1,115 @@
+"""`rllib train file --skip-recorded DIR`: a new run of the trials that no finished trial under DIR
+ran, each experiment's grid cut to them. Dry runs, in-process: no Ray starts."""
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+import ray
+import yaml
+
+from rllib_geppo.cli.experiment_file import experiment_of
+from rllib_geppo.cli.main import main
+from rllib_geppo.records.result_keys import STEPS_KEY
+
+pytestmark = pytest.mark.usefixtures("no_ray")
+
+STUDY = """
+sweep:
+  run: GePPO
+  stop: {num_env_steps_sampled_lifetime: 1000}
+  config:
+    env: {grid_search: [Pendulum-v1, MountainCarContinuous-v0]}
+    seed: {grid_search: [0, 1, 2]}
+    lr: 3.0e-4
+single:
+  run: GePPO
+  env: Pendulum-v1
+  stop: {num_env_steps_sampled_lifetime: 1000}
+  config: {seed: 0}
+"""
+
+
+def record(root: Path, experiment: str, index: int, params: dict, steps: int = 1000) -> Path:
+    """A finished trial as ``rllib train file`` names it, with Tune's params.json."""
+    grid = ",".join(f"{k}={v}" for k, v in params.items() if k in ("env", "seed"))
+    trial = root / f"{experiment}_abcde_{index:05d}_{index}_{grid}_2026-01-01_00-00-00"
+    trial.mkdir(parents=True)
+    (trial / "params.json").write_text(json.dumps(params))
+    rows = [{STEPS_KEY: s, "training_iteration": i} for i, s in enumerate(range(200, steps + 1, 200), 1)]
+    (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return trial
+
+
+def dry_run(capsys, study: Path, *argv: str) -> dict:
+    assert main(["train", "file", str(study), *argv, "--dry-run"]) == 0, capsys.readouterr().err
+    assert not ray.is_initialized()
+    return yaml.safe_load(capsys.readouterr().out) or {}
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY)
+    return path
+
+
+def test_trial_names_give_their_experiment():
+    """The names this CLI's trial-name creator gives, and their folders', parse back; trial IDs
+    as Tune's variant generator makes them (a 5-digit hex prefix and a counter)."""
+    from ray.tune.experiment import Trial
+
+    from rllib_geppo.cli.tune_run import _trial_name
+
+    name = functools.partial(_trial_name, "ant_ppo-wide")
+    trial = Trial("__fake", stub=True, trial_id="5a060_00003", trial_name_creator=name)
+    assert experiment_of(str(trial)) == "ant_ppo-wide"
+    assert experiment_of(f"{trial}_3_seed=2_2026-12-02_05-43-51") == "ant_ppo-wide"
+    assert experiment_of("PPO_Hopper-v5") is None  # not a name of this CLI
+
+
+def test_recorded_seeds_are_left_out_and_the_rest_keep_their_grid(tmp_path, study, capsys):
+    records = tmp_path / "records"
+    for i, env in enumerate(("Pendulum-v1", "MountainCarContinuous-v0")):
+        record(records, "sweep", i, {"env": env, "seed": 0, "lr": 3e-4})
+    record(records, "single", 6, {"env": "Pendulum-v1", "seed": 0})
+    trials = dry_run(capsys, study, "--skip-recorded", str(records))
+    assert list(trials) == ["sweep"]  # single has no trial left
+    left = sorted((t["env"], t["seed"]) for t in trials["sweep"]["trials"])
+    assert left == sorted((e, s) for e in ("Pendulum-v1", "MountainCarContinuous-v0") for s in (1, 2))
+
+
+def test_only_a_finished_trial_of_the_same_experiment_and_config_counts(tmp_path, study, capsys):
+    records = tmp_path / "records"
+    record(records, "single", 0, {"env": "Pendulum-v1", "seed": 0}, steps=800)  # stopped early
+    record(records, "single-wide", 1, {"env": "Pendulum-v1", "seed": 0})  # another experiment
+    record(records, "single", 2, {"env": "Pendulum-v1", "seed": 0, "lr": 1e-3})  # other settings
+    trials = dry_run(capsys, study, "-e", "single", "--skip-recorded", str(records))
+    assert trials["single"]["num_trials"] == 1
+
+
+def test_every_trial_recorded_runs_nothing(tmp_path, study, capsys):
+    records = tmp_path / "records"
+    record(records, "single", 0, {"env": "Pendulum-v1", "seed": 0})
+    argv = ["train", "file", str(study), "-e", "single", "--skip-recorded", str(records)]
+    assert main([*argv, "--storage-path", str(tmp_path / "results")]) == 0
+    assert not (tmp_path / "results").exists() and not ray.is_initialized()
+
+
+def test_trials_left_that_are_no_grid_exit_2_naming_them(tmp_path, study, capsys):
+    records = tmp_path / "records"
+    record(records, "sweep", 0, {"env": "Pendulum-v1", "seed": 0, "lr": 3e-4})
+    argv = ["train", "file", str(study), "--skip-recorded", str(records), "--dry-run"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "experiment 'sweep': the trials left after --skip-recorded" in err
+    assert 'env="Pendulum-v1", seed=1' in err and "Run them with -e and -c" in err
+
+
+def test_skip_recorded_with_resume_or_a_missing_folder_exits_2(tmp_path, study, capsys):
+    argv = ["train", "file", str(study), "--skip-recorded", str(tmp_path / "nope")]
+    assert main([*argv, "--resume"]) == 2
+    assert "--resume continues a run as it was saved. Pass one of them." in capsys.readouterr().err
+    assert main([*argv, "--dry-run"]) == 2
+    assert f"--skip-recorded {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
