@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,13 +144,17 @@ class AheadOfTimeStep:
         rows = torch.export.Dim("rows", min=2)
         fixed = len(tensors) - self._dynamic
         shapes = (tuple(None if i < fixed else {0: rows} for i in range(len(tensors))),)
-        with torch.no_grad():
-            program = torch.export.export(_Function(self._fn), tensors, dynamic_shapes=shapes)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")
-        torch._inductor.aoti_compile_and_package(
-            program, package_path=str(partial), inductor_configs=self._inductor_options
-        )
+        with torch.no_grad(), warnings.catch_warnings():
+            # torch's exporter copies its own leaf TreeSpec, whose class warns that it is deprecated.
+            warnings.filterwarnings(
+                "ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning
+            )
+            program = torch.export.export(_Function(self._fn), tensors, dynamic_shapes=shapes)
+            torch._inductor.aoti_compile_and_package(
+                program, package_path=str(partial), inductor_configs=self._inductor_options
+            )
         partial.replace(path)  # whole or not at all, for trials compiling it side by side
 
     def _give_up(self, err: Exception) -> None:

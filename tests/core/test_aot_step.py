@@ -3,6 +3,7 @@ number of rows, the step it stands in for until then, a cached package, and a fa
 where it cannot compile."""
 
 import logging
+import warnings
 
 import pytest
 import torch
@@ -38,10 +39,13 @@ def test_a_step_compiled_ahead_of_time_gives_its_functions_results_and_is_cached
     for _ in range(2):
         step(scale, torch.randn(7, 3))
     assert before.calls == 2 and not step.compiled
-    for rows in (7, 5, 130):  # the rows are dynamic: one package serves them all
-        x = torch.randn(rows, 3)
-        for got, expected in zip(step(scale, x), step_fn(scale, x), strict=True):
-            torch.testing.assert_close(got, expected)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in (7, 5, 130):  # the rows are dynamic: one package serves them all
+            x = torch.randn(rows, 3)
+            for got, expected in zip(step(scale, x), step_fn(scale, x), strict=True):
+                torch.testing.assert_close(got, expected)
+    assert not [w for w in caught if issubclass(w.category, FutureWarning)]  # torch's, about itself
     assert step.compiled and before.calls == 2
     assert [p.name for p in tmp_path.iterdir()] == [step.package_path((scale, x)).name]
 
