@@ -12,4 +12,5 @@
 | ``stats`` | the arithmetic: curves aligned on env steps, means and standard errors |
 | ``plots`` | the drawing (matplotlib) |
 | ``paper`` | the paper's Table 1 beside ours |
+| ``tables`` | reports' ``table.csv`` files joined: their rows relabelled, the mean gains across them |
 """

@@ -22,6 +22,10 @@ ran with a sampling lag, ``overlap_sampling``'s default wherever there is an Env
 it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO",
 Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its name.
 
+Given reports' ``table.csv`` files instead, it joins their rows, relabelled by ``--pool``, and
+writes their mean gains across environments (:mod:`~rllib_geppo.report.tables`): the paper's
+six-task means from studies that ran apart.
+
 This module is the command line alone: :mod:`~rllib_geppo.report.trials` reads the trial
 folders, :mod:`~rllib_geppo.report.grouping` decides which trials form each row,
 :mod:`~rllib_geppo.report.build` builds the report from them (the arithmetic in
@@ -43,9 +47,11 @@ from typing import Any
 from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY
 from rllib_geppo.records.trial_record import write_record
 from rllib_geppo.report.build import Report, build_report
-from rllib_geppo.report.files import write_report
+from rllib_geppo.report.files import write_csv, write_report
 from rllib_geppo.report.grouping import BASE_LABELS, load_trials, pool_variants, setting_names
 from rllib_geppo.report.markdown import render_markdown
+from rllib_geppo.report.stats import MeanGain, Row, mean_gains
+from rllib_geppo.report.tables import pool_rows, read_table, render_tables
 from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
@@ -116,7 +122,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="RESULTS_DIR",
-        help="Tune results, experiment or trial directories (searched recursively)",
+        help="Tune results, experiment or trial directories (searched recursively); or reports' "
+        "table.csv files, whose rows are joined (relabelled by --pool) and compared across "
+        "environments",
     )
     parser.add_argument(
         "--out",
@@ -196,6 +204,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; returns the process exit code (2: unusable input)."""
+    if any(path.is_file() for path in args.paths):
+        return run_tables_report(args)
     try:
         trials = pool_variants(load_trials(args.paths, args.return_key, args.group_by), args.pool)
         report = build_report(
@@ -210,6 +220,34 @@ def run_report(args: argparse.Namespace) -> int:
     if args.keep_trials:
         kept = keep_trials(trials, report, args.keep_trials)
         print(f"Kept {kept} trial record(s) in {args.keep_trials}")
+    return 0
+
+
+def run_tables_report(args: argparse.Namespace) -> int:
+    """Reports' ``table.csv`` files joined (:mod:`rllib_geppo.report.tables`): their rows,
+    relabelled by ``--pool``, and the mean gains across environments."""
+    try:
+        if not all(path.is_file() for path in args.paths):
+            raise ReportError("pass reports' table.csv files or result folders, not both")
+        folder_only = {
+            "--budget": args.budget is not None,
+            "--paper": args.paper,
+            "--target": args.target,
+            "--keep-trials": args.keep_trials,
+        }
+        if given := [option for option, value in folder_only.items() if value]:
+            raise ReportError(f"{', '.join(given)} read result folders; table.csv files hold rows only")
+        rows = pool_rows([row for path in args.paths for row in read_table(path)], args.pool)
+    except ReportError as err:
+        logger.error("%s", err)
+        return EXIT_BAD_INPUT
+    gains = mean_gains(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table.md").write_text(text := render_tables(rows, gains, args.paths))
+    write_csv(rows, Row, args.out / "table.csv")
+    write_csv(gains, MeanGain, args.out / "mean_gains.csv")
+    print(text)
+    print(f"Wrote {args.out / 'table.md'}, {args.out / 'table.csv'}, {args.out / 'mean_gains.csv'}")
     return 0
 
 

@@ -174,7 +174,7 @@ def render_markdown(report: Report) -> str:
         )
     lines += _target_lines([row for row in report.rows if math.isfinite(row.target)])
     lines += _stability_lines(report.stability)
-    lines += _mean_gain_lines(report.mean_gains, {r.variant for r in report.rows})
+    lines += mean_gain_lines(report.mean_gains, {r.variant for r in report.rows})
     if report.flags:
         lines += ["", "## Excluded trials", ""]
         lines += [
@@ -243,7 +243,7 @@ def _stability_lines(rows: Sequence[Stability]) -> list[str]:
     return lines
 
 
-def _mean_gain_lines(gains: Sequence[MeanGain], variants: Iterable[str]) -> list[str]:
+def mean_gain_lines(gains: Sequence[MeanGain], variants: Iterable[str]) -> list[str]:
     """Each of ``variants``' mean % gain in average return over each other, across
     environments; nothing when no pair shares two environments."""
     if not gains:
