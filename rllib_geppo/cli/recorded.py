@@ -43,7 +43,7 @@ def recorded_trials(folders: Sequence[Path]) -> list[RecordedTrial]:
 
     Raises UserError for a folder that is missing.
     """
-    found = []
+    found: dict[str, RecordedTrial] = {}  # by folder name: a trial and its record count once
     for folder in folders:
         if not folder.is_dir():
             raise UserError(
@@ -52,14 +52,16 @@ def recorded_trials(folders: Sequence[Path]) -> list[RecordedTrial]:
         for params in sorted(folder.rglob(PARAMS_FILE)):
             trial_dir = params.parent
             experiment = experiment_of(trial_dir.name)
-            rows = read_rows(trial_dir) if experiment else []
+            if experiment is None or trial_dir.name in found:
+                continue
+            rows = read_rows(trial_dir)
             try:
                 config = json.loads(params.read_text())
             except (OSError, ValueError):
                 continue
             if rows and isinstance(config, dict):
-                found.append(RecordedTrial(experiment, config, rows[-1]))
-    return found
+                found[trial_dir.name] = RecordedTrial(experiment, config, rows[-1])
+    return list(found.values())
 
 
 def without_recorded(

@@ -12,6 +12,7 @@ import yaml
 from rllib_geppo.cli.experiment_file import experiment_of
 from rllib_geppo.cli.main import main
 from rllib_geppo.records.result_keys import STEPS_KEY
+from rllib_geppo.records.trial_record import write_record
 
 pytestmark = pytest.mark.usefixtures("no_ray")
 
@@ -78,6 +79,15 @@ def test_recorded_seeds_are_left_out_and_the_rest_keep_their_grid(tmp_path, stud
     assert list(trials) == ["sweep"]  # single has no trial left
     left = sorted((t["env"], t["seed"]) for t in trials["sweep"]["trials"])
     assert left == sorted((e, s) for e in ("Pendulum-v1", "MountainCarContinuous-v0") for s in (1, 2))
+
+
+def test_a_trial_and_its_record_count_as_one_trial(tmp_path, study, capsys):
+    """With num_samples 2, one finished trial given twice (its folder and its record) leaves one."""
+    trial = record(tmp_path / "runs", "single", 0, {"env": "Pendulum-v1", "seed": 0})
+    write_record(trial, tmp_path / "records")
+    argv = ["-e", "single", "--num-samples", "2", "--skip-recorded", str(tmp_path / "runs")]
+    trials = dry_run(capsys, study, *argv, "--skip-recorded", str(tmp_path / "records"))
+    assert trials["single"]["num_trials"] == 1
 
 
 def test_only_a_finished_trial_of_the_same_experiment_and_config_counts(tmp_path, study, capsys):
