@@ -234,18 +234,6 @@ def select_experiments(
 # Trials
 
 
-#: A trial's name is "<experiment>_<Tune's trial ID>" (tune_run), its folder's name that and
-#: "_<index>_<grid values>_<date>"; Tune's trial IDs are "<5 hex digits>_<5-digit counter>".
-_TRIAL_NAME = re.compile(r"(?P<experiment>.+?)_[0-9a-f]{5}_\d{5}(?:_|$)")
-
-
-def experiment_of(trial_name: str) -> str | None:
-    """The experiment of a trial of ``rllib train file``, from its name or its folder's name;
-    None for a name of another form."""
-    match = _TRIAL_NAME.match(trial_name)
-    return match["experiment"] if match else None
-
-
 def resolve_trials(spec: ExperimentSpec) -> list[dict[str, Any]]:
     """The trial configs Tune will create: grid searches expanded, times num_samples."""
     from ray.tune.search.variant_generator import generate_variants

@@ -175,20 +175,11 @@ def train_file(args: argparse.Namespace) -> int:
     """`train file`: validate everything, then print (--dry-run) or run."""
     specs = select_experiments(load_experiments(args.file), args.experiment, args.file)
     specs = [apply_overrides(s, args.config, args.stop, args.num_samples) for s in specs]
-    if args.skip_recorded:
-        if args.resume:
-            raise UserError(
-                "--skip-recorded starts a new run without the trials already recorded; --resume "
-                "continues a run as it was saved. Pass one of them."
-            )
-        specs = without_recorded(specs, recorded_trials(args.skip_recorded))
-        if not specs:
-            log.info(
-                "%s: every trial selected is recorded under %s; nothing to run.",
-                args.file,
-                ", ".join(map(str, args.skip_recorded)),
-            )
-            return 0
+    if args.skip_recorded and args.resume:
+        raise UserError(
+            "--skip-recorded starts a new run without the trials already recorded; --resume "
+            "continues a run as it was saved. Pass one of them."
+        )
     envs = {
         t["env"]: s.where("config.env")
         for s in specs
@@ -197,6 +188,16 @@ def train_file(args: argparse.Namespace) -> int:
     }
     env_modules = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
     trials = {s.name: validate_experiment(s) for s in specs}
+    if args.skip_recorded:
+        specs = without_recorded(specs, recorded_trials(args.skip_recorded))
+        if not specs:
+            log.info(
+                "%s: every trial selected is recorded under %s; nothing to run.",
+                args.file,
+                ", ".join(map(str, args.skip_recorded)),
+            )
+            return 0
+        trials = {s.name: validate_experiment(s) for s in specs}
     if args.dry_run:
         sys.stdout.write(dry_run_report(specs, trials))
         return 0

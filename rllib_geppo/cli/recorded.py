@@ -3,9 +3,10 @@
 A study longer than one machine's life goes on from what it kept: the trial records that
 ``rllib-geppo report --keep-trials DIR`` writes (:mod:`rllib_geppo.records.trial_record`), or
 trial folders of earlier runs. A recorded trial counts as run when it is of the same experiment
-(the name Tune gave it), has the same config (its ``params.json``) and its last row meets one of
-the experiment's stop criteria. Each experiment keeps its grid over the trials left, so a new
-run names, seeds and resumes them as the file would (``--resume`` continues the new run).
+(the name Tune gave it), has the config Tune would be given (its ``params.json``), and its last
+row meets one of the experiment's stop criteria. Each experiment keeps its grid over the trials
+left, so a new run names, seeds and resumes them as the file would (``--resume`` continues the
+new run).
 """
 
 from __future__ import annotations
@@ -21,46 +22,53 @@ from pathlib import Path
 from typing import Any
 
 from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import ExperimentSpec, experiment_of, resolve_trials
-from rllib_geppo.cli.trainables import to_algorithm_config
+from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
+from rllib_geppo.cli.trainables import trainable, tune_config
 from rllib_geppo.records.result_keys import lookup
-from rllib_geppo.records.trial_record import PARAMS_FILE, read_rows
+from rllib_geppo.records.trial_record import PARAMS_FILE, experiment_of, read_rows, trial_folders
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
 class RecordedTrial:
-    """A trial found under a --skip-recorded folder: its experiment, config and last row."""
+    """A trial found under a --skip-recorded folder: its folder, experiment, config, last row."""
 
+    folder: Path
     experiment: str
     params: dict[str, Any]
     last: dict[str, Any]
 
 
 def recorded_trials(folders: Sequence[Path]) -> list[RecordedTrial]:
-    """The trials of ``rllib train file`` runs (folders or records) under ``folders``.
+    """The trials of ``rllib train file`` runs (folders or records) under ``folders``, each
+    once (a trial and its record share a name).
 
-    Raises UserError for a folder that is missing.
+    Raises UserError for a folder that is missing; warns for one that holds no such trial.
     """
-    found: dict[str, RecordedTrial] = {}  # by folder name: a trial and its record count once
+    found: dict[str, RecordedTrial] = {}
     for folder in folders:
         if not folder.is_dir():
             raise UserError(
                 f"--skip-recorded {folder}: no such folder (expected trial records or a run's folder)."
             )
-        for params in sorted(folder.rglob(PARAMS_FILE)):
-            trial_dir = params.parent
+        before = len(found)
+        for trial_dir in trial_folders(folder):
             experiment = experiment_of(trial_dir.name)
             if experiment is None or trial_dir.name in found:
                 continue
-            rows = read_rows(trial_dir)
             try:
-                config = json.loads(params.read_text())
+                params = json.loads((trial_dir / PARAMS_FILE).read_text())
             except (OSError, ValueError):
                 continue
-            if rows and isinstance(config, dict):
-                found[trial_dir.name] = RecordedTrial(experiment, config, rows[-1])
+            if isinstance(params, dict) and (rows := read_rows(trial_dir)):
+                found[trial_dir.name] = RecordedTrial(trial_dir, experiment, params, rows[-1])
+        if len(found) == before:
+            log.warning(
+                "--skip-recorded %s: no trial records or trial folders of rllib train file there; "
+                "it skips nothing.",
+                folder,
+            )
     return list(found.values())
 
 
@@ -72,10 +80,12 @@ def without_recorded(
     grid, so that no run of the file's form holds exactly them."""
     left_specs = []
     for spec in specs:
-        trials, unused = resolve_trials(spec), list(recorded)
+        run = trainable(spec.run, spec.where("run"))
+        trials, unused = resolve_trials(spec), [r for r in recorded if r.experiment == spec.name]
         left = []
         for trial in trials:  # each record stands for one trial: num_samples repeats configs
-            record = next((r for r in unused if _ran(spec, trial, r)), None)
+            given = tune_config(run, trial)
+            record = next((r for r in unused if _same_config(r.params, given) and _finished(spec, r)), None)
             if record is None:
                 left.append(trial)
             else:
@@ -89,12 +99,18 @@ def without_recorded(
     return left_specs
 
 
-def _ran(spec: ExperimentSpec, trial: Mapping[str, Any], record: RecordedTrial) -> bool:
-    return (
-        record.experiment == spec.name
-        and _same_config(record.params, to_algorithm_config(trial))
-        and any(lookup(record.last, key) >= value for key, value in spec.stop.items())
+def _finished(spec: ExperimentSpec, record: RecordedTrial) -> bool:
+    """Whether the record's last row meets one of the experiment's stop criteria; where the row
+    holds none of their keys (a record keeps the usual ones), whether Tune marked it done."""
+    values = {key: lookup(record.last, key) for key in spec.stop}
+    if any(math.isfinite(v) for v in values.values()):
+        return any(values[key] >= stop for key, stop in spec.stop.items() if math.isfinite(values[key]))
+    log.warning(
+        "%s: its last row holds none of the stop criteria %s; it counts as run because Tune marked it done",
+        record.folder,
+        ", ".join(spec.stop),
     )
+    return bool(record.last.get("done"))
 
 
 def _same_config(params: Mapping[str, Any], config: Mapping[str, Any]) -> bool:
@@ -121,11 +137,14 @@ def _spec_for(spec: ExperimentSpec, trials: Sequence[dict[str, Any]]) -> Experim
     repeats = set(combos.values())
     if len(repeats) != 1 or len(combos) != math.prod(map(len, values)):
         listing = "; ".join(
-            ", ".join(f"{'.'.join(p)}={v}" for p, v in zip(grids, combo)) or "(no grid)" for combo in combos
+            (", ".join(f"{'.'.join(map(str, p))}={v}" for p, v in zip(grids, combo)) or "(no grid)")
+            + f" x{count}"
+            for combo, count in combos.items()
         )
         raise UserError(
             f"{spec.where()}: the trials left after --skip-recorded ({listing}) are no grid of "
-            "one experiment. Run them with -e and -c (e.g. -c seed=2), one group at a time."
+            f"one experiment. Run each group as its own run, e.g. -e {spec.name} -c env=<value> "
+            "--skip-recorded <dir> --name <its own name>."
         )
     cut = copy.deepcopy(spec)
     for path, kept in zip(grids, values):
@@ -134,15 +153,16 @@ def _spec_for(spec: ExperimentSpec, trials: Sequence[dict[str, Any]]) -> Experim
     return cut
 
 
-def _grid_paths(config: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    """The key paths of the grid searches in ``config``, in Tune's order of expansion."""
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            if "grid_search" in value:
-                yield (*prefix, key)
-            else:
-                yield from _grid_paths(value, (*prefix, key))
+def _grid_paths(node: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """The paths (keys and list indices) of the grid searches in a config, as Tune finds them:
+    a mapping whose only key is ``grid_search``, in mappings and lists at any depth."""
+    if isinstance(node, Mapping) and list(node) == ["grid_search"]:
+        yield prefix
+        return
+    items = node.items() if isinstance(node, Mapping) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        yield from _grid_paths(value, (*prefix, key))
 
 
-def _get(config: Mapping[str, Any], path: Sequence[str]) -> Any:
+def _get(config: Any, path: Sequence[Any]) -> Any:
     return config if not path else _get(config[path[0]], path[1:])

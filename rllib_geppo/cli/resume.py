@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import experiment_of, named_by, parse_assignment
+from rllib_geppo.cli.experiment_file import named_by, parse_assignment
 from rllib_geppo.records.checkpoint_manifest import write_json_atomically
+from rllib_geppo.records.trial_record import experiment_of
 
 log = logging.getLogger(__name__)
 

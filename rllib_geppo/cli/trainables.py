@@ -53,6 +53,13 @@ def algorithm_class(name: str, where: str) -> type:
     return cls
 
 
+def tune_config(run: type | str, config: dict[str, Any]) -> dict[str, Any]:
+    """The config Tune is given for a trial of trainable ``run`` (:func:`trainable`), as its
+    ``params.json`` then holds it: an Algorithm's through :func:`to_algorithm_config`, the SB3
+    baseline's as it is."""
+    return to_algorithm_config(config) if isinstance(run, type) else config
+
+
 def to_algorithm_config(config: dict[str, Any]) -> dict[str, Any]:
     """The dict handed to the Algorithm, with two YAML conveniences for the new API stack.
 

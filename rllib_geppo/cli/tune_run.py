@@ -25,7 +25,7 @@ from rllib_geppo.cli.progress import BestReturns, BudgetReporter
 from rllib_geppo.cli.quiet import QuietConsole
 from rllib_geppo.cli.result_files import ProgressCSV, ResultJSON
 from rllib_geppo.cli.stranded import StrandedTrials
-from rllib_geppo.cli.trainables import to_algorithm_config, trainable
+from rllib_geppo.cli.trainables import trainable, tune_config
 from rllib_geppo.records.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def _tune_experiment(spec: ExperimentSpec, run_name: str, storage_path: str) -> 
         name=run_name,
         run=run,
         stop=spec.stop,
-        config=to_algorithm_config(spec.config) if algorithm else spec.config,
+        config=tune_config(run, spec.config),
         num_samples=spec.num_samples,
         max_failures=spec.max_failures,
         storage_path=storage_path,

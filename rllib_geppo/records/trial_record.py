@@ -2,11 +2,12 @@
 
 Tune's ``result.json`` repeats the whole config in every row: about 15 kB a row, some 15 MB for
 a GePPO trial of 1M env steps. A trial record is a folder with the trial's name that holds
-Tune's ``params.json`` and ``result.json.gz``: the same rows, cut to the keys the report reads
-(:data:`KEPT_KEYS`, each module's ``sample_lag``, and the config in the first row only).
-``rllib-geppo report --keep-trials DIR`` writes one for each trial it averaged; the report reads
-a record as it reads a trial folder, and ``rllib train file --skip-recorded DIR`` runs only the
-trials that no record holds.
+Tune's ``params.json``; ``result.json.gz``, the same rows cut to the keys the report reads
+(:data:`KEPT_KEYS`, each module's ``sample_lag``, and the config in the first row only); and
+``record.json``, what Tune's saved state said of the trial (:data:`TUNE_RECORD_KEYS`).
+``rllib-geppo report --keep-trials DIR`` writes one for each finished trial it averaged; the
+report reads a record as it reads a trial folder, and ``rllib train file --skip-recorded DIR``
+runs only the trials that no record holds.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
+import re
 import shutil
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,8 +40,14 @@ logger = logging.getLogger(__name__)
 RESULT_FILE = "result.json"  # Tune's rows, one JSON object per line
 RECORD_FILE = "result.json.gz"  # a trial record's rows
 PARAMS_FILE = "params.json"
-#: The "/"-separated keys a record keeps of each row (the report's curves and labels).
+TUNE_RECORD_FILE = "record.json"
+#: What a record keeps of Tune's saved trial record: the trainable's name labels the trial's
+#: variant, and only a trial that ended TERMINATED is recorded.
+TUNE_RECORD_KEYS = ("trainable_name", "status")
+#: The "/"-separated keys a record keeps of each row: the report's curves and labels, Tune's
+#: ``done``, and the stop criteria of most runs.
 KEPT_KEYS = (
+    "done",
     STEPS_KEY,
     ITERATION_KEY,
     TIME_KEY,
@@ -50,15 +60,49 @@ KEPT_KEYS = (
 )
 
 
+#: A trial's name is "<experiment>_<Tune's trial ID>" (rllib_geppo.cli.tune_run), its folder's name that and
+#: "_<index>_<grid values>_<date>"; Tune's trial IDs are "<5 hex digits>_<5-digit counter>".
+_TRIAL_NAME = re.compile(r"(?P<experiment>.+?)_[0-9a-f]{5}_\d{5}(?:_|$)")
+
+
+def experiment_of(trial_name: str) -> str | None:
+    """The experiment of a trial of ``rllib train file``, from its name or its folder's name;
+    None for a name of another form."""
+    match = _TRIAL_NAME.match(trial_name)
+    return match["experiment"] if match else None
+
+
+def trial_folders(root: Path) -> list[Path]:
+    """The Tune trial folders and trial records (folders holding ``params.json``) at or below
+    ``root``, sorted; checkpoints inside a trial and records being written are not walked."""
+    trials = []
+    for folder, subfolders, files in os.walk(root):
+        if PARAMS_FILE in files:
+            trials.append(Path(folder))
+            subfolders.clear()  # a trial's subfolders are checkpoints
+        subfolders[:] = [s for s in subfolders if not s.endswith(".partial")]
+    return sorted(trials)
+
+
+def is_record(trial_dir: Path) -> bool:
+    """Whether ``trial_dir`` is a trial record rather than Tune's trial folder."""
+    return not (trial_dir / RESULT_FILE).is_file() and (trial_dir / RECORD_FILE).is_file()
+
+
 def read_rows(trial_dir: Path) -> list[dict[str, Any]]:
     """The iterations of a trial folder (``result.json``) or record (``result.json.gz``), one
     dict each. A line that cannot be read (a torn last line of a killed run) is skipped, and the
-    iterations that a restore from checkpoint repeated replace the earlier ones."""
+    iterations that a restore from checkpoint repeated replace the earlier ones; a record that
+    cannot be unpacked has none, with a warning."""
     if (trial_dir / RESULT_FILE).is_file():
         path, text = trial_dir / RESULT_FILE, (trial_dir / RESULT_FILE).read_text(errors="replace")
     elif (trial_dir / RECORD_FILE).is_file():
         path = trial_dir / RECORD_FILE
-        text = gzip.decompress(path.read_bytes()).decode(errors="replace")
+        try:
+            text = gzip.decompress(path.read_bytes()).decode(errors="replace")
+        except (OSError, EOFError, zlib.error) as err:
+            logger.warning("%s: not a readable trial record (%s); fetch it again or delete it", path, err)
+            return []
     else:
         return []
     rows: list[dict[str, Any]] = []
@@ -97,10 +141,21 @@ def slim_row(row: Mapping[str, Any], *, with_config: bool) -> dict[str, Any]:
     return slim
 
 
-def write_record(trial_dir: Path, out: Path) -> Path:
+def read_tune_record(trial_dir: Path) -> dict[str, Any]:
+    """What a record kept of Tune's saved trial record (``record.json``); empty for a Tune
+    folder or an unreadable file."""
+    try:
+        kept = json.loads((trial_dir / TUNE_RECORD_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: kept[k] for k in TUNE_RECORD_KEYS if k in kept} if isinstance(kept, dict) else {}
+
+
+def write_record(trial_dir: Path, out: Path, tune_record: Mapping[str, Any]) -> Path:
     """Write the record of the trial in ``trial_dir`` as ``out/<its folder name>``, replacing an
-    older one; returns the record's folder. Writes through a temporary folder and a rename, so
-    an interrupted write never leaves half a record."""
+    older one, with ``tune_record``'s :data:`TUNE_RECORD_KEYS`; returns the record's folder.
+    Writes through a staging folder and a rename, so an interrupted write never leaves half a
+    record."""
     rows = read_rows(trial_dir)
     if not rows or not (trial_dir / PARAMS_FILE).is_file():
         raise ValueError(f"{trial_dir}: no {PARAMS_FILE} or no results to record")
@@ -109,6 +164,8 @@ def write_record(trial_dir: Path, out: Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     shutil.copyfile(trial_dir / PARAMS_FILE, staging / PARAMS_FILE)
+    kept = {k: tune_record[k] for k in TUNE_RECORD_KEYS if tune_record.get(k) is not None}
+    (staging / TUNE_RECORD_FILE).write_text(json.dumps(kept, sort_keys=True) + "\n")
     lines = "".join(json.dumps(slim_row(r, with_config=i == 0)) + "\n" for i, r in enumerate(rows))
     # mtime=0: the same rows give the same bytes, so git sees a rewritten record as unchanged.
     (staging / RECORD_FILE).write_bytes(gzip.compress(lines.encode(), mtime=0))

@@ -117,8 +117,11 @@ def _under(setting: str, keys: Sequence[str]) -> bool:
 # ----------------------------------------------------------------------------- selecting trials
 
 
-def pool_variants(trials: Sequence[Trial], pools: Sequence[tuple[str, Sequence[str]]]) -> list[Trial]:
-    """Relabel the trials of each pool's member variants with the pool's label.
+def pool_variants(
+    trials: Sequence[Any], pools: Sequence[tuple[str, Sequence[str]]], kind: str = "trial"
+) -> list:
+    """Relabel the trials (or a table's rows: ``kind``, for messages) of each pool's member
+    variants with the pool's label.
 
     A pool is reported as one variant whose seeds are all its members' trials: e.g. the layouts
     that split sampling against the one that does not, when each is a variant of its own. Each
@@ -133,7 +136,7 @@ def pool_variants(trials: Sequence[Trial], pools: Sequence[tuple[str, Sequence[s
         for member in members:
             if member not in labels:
                 raise ReportError(
-                    f"--pool {label}: no trial is labelled {member!r} (labels: {', '.join(sorted(labels))})"
+                    f"--pool {label}: no {kind} is labelled {member!r} (labels: {', '.join(sorted(labels))})"
                 )
             if member in owner:
                 raise ReportError(

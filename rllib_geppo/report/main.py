@@ -51,7 +51,7 @@ from rllib_geppo.report.files import write_csv, write_report
 from rllib_geppo.report.grouping import BASE_LABELS, load_trials, pool_variants, setting_names
 from rllib_geppo.report.markdown import render_markdown
 from rllib_geppo.report.stats import MeanGain, Row, mean_gains
-from rllib_geppo.report.tables import pool_rows, read_table, render_tables
+from rllib_geppo.report.tables import joined_rows, render_tables
 from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
@@ -188,8 +188,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--keep-trials",
         type=Path,
         metavar="DIR",
-        help="also write into DIR a record of each trial the table averages: its params.json "
-        "and its rows cut to what the report reads (result.json.gz, tens of kB), small "
+        help="also write into DIR a record of each finished trial the table averages: its "
+        "params.json and its rows cut to what the report reads (result.json.gz, tens of kB), small "
         "enough for git; the report reads DIR as a results folder, and rllib train file "
         "--skip-recorded DIR runs only the trials no record holds",
     )
@@ -228,16 +228,27 @@ def run_tables_report(args: argparse.Namespace) -> int:
     relabelled by ``--pool``, and the mean gains across environments."""
     try:
         if not all(path.is_file() for path in args.paths):
-            raise ReportError("pass reports' table.csv files or result folders, not both")
+            raise ReportError(
+                "pass reports' table.csv files or result folders, not both (a trial's result.json: "
+                "pass its folder)"
+            )
         folder_only = {
             "--budget": args.budget is not None,
             "--paper": args.paper,
             "--target": args.target,
             "--keep-trials": args.keep_trials,
+            "--baseline": args.baseline != "PPO",
+            "--group-by": args.group_by != "variant",
+            "--return-key": args.return_key != RETURN_KEY,
         }
         if given := [option for option, value in folder_only.items() if value]:
             raise ReportError(f"{', '.join(given)} read result folders; table.csv files hold rows only")
-        rows = pool_rows([row for path in args.paths for row in read_table(path)], args.pool)
+        written = {(args.out / name).resolve() for name in ("table.csv", "mean_gains.csv")}
+        if overwritten := [str(p) for p in args.paths if p.resolve() in written]:
+            raise ReportError(
+                f"--out {args.out} would overwrite {', '.join(overwritten)}; pass another --out"
+            )
+        rows = joined_rows(args.paths, args.pool)
     except ReportError as err:
         logger.error("%s", err)
         return EXIT_BAD_INPUT
@@ -253,13 +264,21 @@ def run_tables_report(args: argparse.Namespace) -> int:
 
 def keep_trials(trials: Sequence[Trial], report: Report, out: Path) -> int:
     """Write a record (:mod:`rllib_geppo.records.trial_record`) of each trial that the report's
-    rows average, leaving records already in ``out`` as they are; returns how many are there."""
+    rows average and that finished (Tune's status TERMINATED), leaving records already in
+    ``out`` as they are; returns how many of those trials ``out`` holds."""
     averaged = {row.trial for row in report.trial_rows}
     out = out.resolve()
+    kept = 0
     for trial in trials:
-        if trial.path.name in averaged and trial.path.parent != out:
-            write_record(trial.path, out)
-    return len(averaged)
+        if trial.path.name not in averaged:
+            continue
+        if trial.status != "TERMINATED":
+            logger.info("%s: not recorded, not finished (Tune's status: %s)", trial.path.name, trial.status)
+            continue
+        if trial.path.parent != out:
+            write_record(trial.path, out, {"trainable_name": trial.algorithm, "status": trial.status})
+        kept += 1
+    return kept
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,8 +16,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from rllib_geppo.report.grouping import pool_variants
 from rllib_geppo.report.markdown import format_return, mean_gain_lines
-from rllib_geppo.report.stats import Row
+from rllib_geppo.report.stats import MeanGain, Row
 from rllib_geppo.report.trials import ReportError
 
 _PARSE = {
@@ -43,7 +44,9 @@ def read_table(path: Path) -> list[Row]:
     ]
     if not records or missing:
         what = f"no column {', '.join(missing)}" if records else "no rows"
-        raise ReportError(f"{path}: not a report's table.csv ({what})")
+        raise ReportError(
+            f"{path}: not a report's table.csv ({what}); for a trial's results, pass its folder"
+        )
     parse = {f.name: _PARSE[f.type if isinstance(f.type, str) else f.type.__name__] for f in fields}
     try:
         return [Row(**{k: parse[k](v) for k, v in record.items() if k in parse}) for record in records]
@@ -51,31 +54,34 @@ def read_table(path: Path) -> list[Row]:
         raise ReportError(f"{path}: not a report's table.csv ({err})") from None
 
 
-def pool_rows(rows: Sequence[Row], pools: Sequence[tuple[str, Sequence[str]]]) -> list[Row]:
-    """``rows`` with each pool's members relabelled as the pool.
+def joined_rows(tables: Sequence[Path], pools: Sequence[tuple[str, Sequence[str]]]) -> list[Row]:
+    """The rows of the ``tables``, each pool's members relabelled as the pool
+    (:func:`~rllib_geppo.report.grouping.pool_variants`).
 
-    Raises ReportError for a member no row has, or a pool with two rows in one environment
-    (rows are means over seeds: pooling seeds needs the trials).
+    Raises ReportError for a member no row has, a variant in two pools, two rows of one variant
+    in one environment (rows are means over seeds: pooling seeds needs the trials), or rows of
+    one environment read at different budgets.
     """
-    label_of = {}
-    for label, members in pools:
-        for member in members:
-            if not any(r.variant == member for r in rows):
-                names = ", ".join(sorted({r.variant for r in rows}))
-                raise ReportError(f"--pool {label}: no row is labelled {member!r} (rows: {names})")
-            label_of[member] = label
-    pooled = [dataclasses.replace(r, variant=label_of.get(r.variant, r.variant)) for r in rows]
-    seen: dict[tuple[str, str], str] = {}
-    for before, row in zip(rows, pooled):
-        if (other := seen.setdefault((row.env, row.variant), before.variant)) != before.variant:
+    sources = [(path, row) for path in tables for row in read_table(path)]
+    pooled = pool_variants([row for _, row in sources], pools, kind="row")
+    seen: dict[tuple[str, str], tuple[Path, Row]] = {}
+    budgets: dict[str, tuple[Path, Row]] = {}
+    for (path, before), row in zip(sources, pooled, strict=True):
+        if (first := seen.setdefault((row.env, row.variant), (path, before)))[1] is not before:
             raise ReportError(
-                f"--pool {row.variant}: two rows in {row.env} ({other}, {before.variant}); tables "
-                "join rows of different environments, and pooling seeds needs the trials' folders"
+                f"two rows of {row.variant!r} in {row.env}: {first[1].variant!r} in {first[0]} and "
+                f"{before.variant!r} in {path}; join one row per variant and environment (pooling "
+                "seeds needs the trials' folders)"
+            )
+        if (other := budgets.setdefault(row.env, (path, row)))[1].budget != row.budget:
+            raise ReportError(
+                f"{row.env}: rows at {other[1].budget:,.0f} env steps ({other[0]}) and at "
+                f"{row.budget:,.0f} ({path}); their average returns are over different spans of training"
             )
     return pooled
 
 
-def render_tables(rows: Sequence[Row], gains, sources: Sequence[Path]) -> str:
+def render_tables(rows: Sequence[Row], gains: Sequence[MeanGain], sources: Sequence[Path]) -> str:
     """``table.md`` of tables joined: the rows used, then their mean gains across environments."""
     lines = [
         "# Results report: tables joined",

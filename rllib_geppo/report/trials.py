@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -33,7 +32,13 @@ from rllib_geppo.records.result_keys import (
     TV_TARGET_KEY,
     lookup,
 )
-from rllib_geppo.records.trial_record import RECORD_FILE, RESULT_FILE, read_rows
+from rllib_geppo.records.trial_record import (
+    experiment_of,
+    is_record,
+    read_rows,
+    read_tune_record,
+    trial_folders,
+)
 from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report.settings import Settings
 from rllib_geppo.report.stats import Array, Run
@@ -58,6 +63,8 @@ class Trial:
     tv_target: Array | None
     problem: str | None  # why it cannot be averaged in whatever the budget (crash, no results)
     settings: Settings = Settings({}, frozenset())  # its config, flattened (report.settings)
+    algorithm: str = "?"  # the trainable's name (GePPO, PPO, SB3PPO, ...)
+    status: str | None = None  # Tune's saved status (TERMINATED: it finished); None: not saved
 
 
 def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
@@ -67,35 +74,28 @@ def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
     Raises:
         ReportError: a path is missing or holds no trial folder.
     """
-    # An ordered set: a folder given twice counts once, and so does a trial and its record
-    # (rllib_geppo.records.trial_record, a folder of the same name): the first found is kept.
+    # An ordered set: a folder given twice counts once, and so does a trial and its record (a
+    # folder of the same name; records hold finished trials alone): the first found is kept.
     found: dict[Path, None] = {}
     names: dict[bool, set[str]] = {True: set(), False: set()}  # by is-a-record
     for root in paths:
         if not root.is_dir():
-            raise ReportError(f"{root}: no such directory (expected a Tune results or experiment directory)")
-        trials = _walk_trials(root)
+            raise ReportError(
+                f"{root}: no such directory (expected a Tune results or experiment directory, or "
+                "reports' table.csv files)"
+            )
+        trials = trial_folders(root)
         if not trials:
             raise ReportError(
                 f"{root}: no Tune trial folders found (expected folders holding "
-                "params.json and result.json, as ray.tune.Tuner writes them)"
+                "params.json and result.json, as ray.tune.Tuner writes them, or trial records)"
             )
         for trial in trials:
-            record = not (trial / RESULT_FILE).is_file() and (trial / RECORD_FILE).is_file()
+            record = is_record(trial)
             if trial.name not in names[not record]:
                 found[trial.resolve()] = None
                 names[record].add(trial.name)
     return list(found)
-
-
-def _walk_trials(root: Path) -> list[Path]:
-    trials = []
-    for folder, subfolders, files in os.walk(root):
-        if "params.json" in files:
-            trials.append(Path(folder))
-            subfolders.clear()  # a trial's subfolders are checkpoints: don't walk them
-        subfolders[:] = [s for s in subfolders if not s.startswith(".")]  # a record being written
-    return sorted(trials)
 
 
 @cache
@@ -181,7 +181,7 @@ def _problem(
     if not params:
         return "params.json unreadable"
     if not results:
-        return "no results (result.json missing or empty)"
+        return "no results (result.json or a record's result.json.gz missing or empty)"
     if not np.isfinite(returns).any():
         return f"no finite {return_key} reported"
     return None
@@ -208,7 +208,7 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     ``group_by="experiment"`` labels the trial with its experiment's name (the first part of
     the folder name that ``rllib train file`` gives), for ablations of one algorithm.
     """
-    record = _experiment_state(trial_dir.parent).get(trial_dir.name, {})
+    record = _experiment_state(trial_dir.parent).get(trial_dir.name) or read_tune_record(trial_dir)
     # Folder names are "<trainable or experiment>_<id>_...": the fallback for copied folders.
     name_parts = trial_dir.name.split("_") + ["?"]
     params = _read_params(trial_dir)
@@ -222,7 +222,7 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     config = {**logged, **params} if isinstance(logged, dict) else params
     algorithm = record.get("trainable_name") or _algorithm(config) or name_parts[0]
     variant = (
-        name_parts[0]
+        experiment_of(trial_dir.name) or name_parts[0]
         if group_by == "experiment"
         else variant_name(algorithm, config, overlapped=_updates_lagged(results))
     )
@@ -241,4 +241,6 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
         tv_target=_optional_series(results, TV_TARGET_KEY, OLD_STACK_PREFIX + "tv_target"),
         problem=_problem(trial_dir, record.get("status"), params, results, run.returns, return_key),
         settings=settings,
+        algorithm=algorithm,
+        status=record.get("status"),
     )

@@ -71,21 +71,27 @@ def test_a_mean_gain_is_the_mean_of_each_environments_percentage(tmp_path: Path)
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (
-            ["--pool", "A=a,b"],
-            "--pool A: two rows in Hopper-v5 (a, b); tables join rows of different environments",
-        ),
-        (["--pool", "A=c"], "--pool A: no row is labelled 'c' (rows: a, b)"),
-        (["--budget", "1e6"], "--budget read result folders; table.csv files hold rows only"),
+        (["--pool", "A=a,b"], "two rows of 'A' in Hopper-v5: 'a' in "),
+        (["--pool", "A=c"], "--pool A: no row is labelled 'c' (labels: a, b)"),
+        (["table.csv"], "two rows of 'a' in Hopper-v5"),  # the same table twice
+        (["other.csv"], "Hopper-v5: rows at 1,000,000 env steps"),
+        (["--budget", "1e6", "--baseline", "a"], "--budget, --baseline read result folders"),
         (["results"], "pass reports' table.csv files or result folders, not both"),
     ],
 )
 def test_tables_that_cannot_be_joined_exit_2_naming_why(tmp_path: Path, caplog, extra, message):
     write_csv([row("Hopper-v5", "a", 200, 10), row("Hopper-v5", "b", 100, 10)], Row, tmp_path / "table.csv")
+    write_csv([dataclasses.replace(row("Hopper-v5", "c", 1, 1), budget=5e5)], Row, tmp_path / "other.csv")
     write_results(tmp_path)
-    extra = [tmp_path / e if e == "results" else e for e in extra]
+    extra = [tmp_path / e if e in ("results", "table.csv", "other.csv") else e for e in extra]
     assert run_cli(tmp_path / "table.csv", *extra, "--out", tmp_path / "out") == 2
     assert message in caplog.text
+
+
+def test_tables_are_never_overwritten_by_their_join(tmp_path: Path, caplog):
+    write_csv([row("Hopper-v5", "a", 200, 10), row("Walker2d-v5", "a", 100, 10)], Row, tmp_path / "table.csv")
+    assert run_cli(tmp_path / "table.csv", "--out", tmp_path) == 2
+    assert f"--out {tmp_path} would overwrite {tmp_path / 'table.csv'}; pass another --out" in caplog.text
 
 
 def test_a_file_that_is_no_report_table_exits_2(tmp_path: Path, caplog):
