@@ -25,7 +25,7 @@ from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
 from rllib_geppo.cli.trainables import trainable, tune_config
 from rllib_geppo.records.result_keys import lookup
-from rllib_geppo.records.trial_record import PARAMS_FILE, experiment_of, read_rows, trial_folders
+from rllib_geppo.records.trial_record import PARAMS_FILE, experiment_of, last_row, trial_folders
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ def recorded_trials(folders: Sequence[Path]) -> list[RecordedTrial]:
                 params = json.loads((trial_dir / PARAMS_FILE).read_text())
             except (OSError, ValueError):
                 continue
-            if isinstance(params, dict) and (rows := read_rows(trial_dir)):
-                found[trial_dir.name] = RecordedTrial(trial_dir, experiment, params, rows[-1])
+            if isinstance(params, dict) and (last := last_row(trial_dir)):
+                found[trial_dir.name] = RecordedTrial(trial_dir, experiment, params, last)
         if len(found) == before:
             log.warning(
                 "--skip-recorded %s: no trial records or trial folders of rllib train file there; "

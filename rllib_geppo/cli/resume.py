@@ -31,7 +31,7 @@ from typing import Any
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import named_by, parse_assignment
 from rllib_geppo.records.checkpoint_manifest import write_json_atomically
-from rllib_geppo.records.trial_record import experiment_of
+from rllib_geppo.records.trial_record import experiment_of, last_row
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def mark_finished_trials(run_dir: Path) -> list[str]:
         trial, metadata = json.loads(entry[0]), json.loads(entry[1])
         if trial["status"] in ("TERMINATED", "ERROR"):
             continue
-        last = last_result(run_dir / trial["relative_logdir"] / "result.json")
+        last = last_row(run_dir / trial["relative_logdir"])
         if not (last or {}).get("done"):
             continue
         trial["status"] = "TERMINATED"
@@ -152,20 +152,6 @@ def creation_index(trial_id: str) -> int:
     if not (counter := re.search(r"_(\d+)$", trial_id)):
         raise ValueError(f"trial ID {trial_id!r} does not end with a counter")
     return int(counter[1])
-
-
-def last_result(result_file: Path) -> dict | None:
-    """The last whole row of a trial's ``result.json``, or None."""
-    try:
-        lines = result_file.read_text(errors="replace").split("\n")[:-1]  # less a line cut short
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue
-    return None
 
 
 def check_unchanged(

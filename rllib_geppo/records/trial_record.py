@@ -1,7 +1,6 @@
 """A trial's results kept small enough for git, so that a study outlives the machine it ran on.
 
-Tune's ``result.json`` repeats the whole config in every row: about 15 kB a row, some 15 MB for
-a GePPO trial of 1M env steps. A trial record is a folder with the trial's name that holds
+Tune's ``result.json`` repeats the whole config in every row. A trial record is a folder with the trial's name that holds
 Tune's ``params.json``; ``result.json.gz``, the same rows cut to the keys the report reads
 (:data:`KEPT_KEYS`, each module's ``sample_lag``, and the config in the first row only); and
 ``record.json``, what Tune's saved state said of the trial (:data:`TUNE_RECORD_KEYS`).
@@ -139,6 +138,24 @@ def slim_row(row: Mapping[str, Any], *, with_config: bool) -> dict[str, Any]:
             target = target.setdefault(part, {})
         target[leaf] = node
     return slim
+
+
+def last_row(trial_dir: Path) -> dict[str, Any] | None:
+    """The last whole row of a trial folder's ``result.json`` or a record's rows, or None: the
+    end of a 15 MB ``result.json`` without reading every row."""
+    if not (trial_dir / RESULT_FILE).is_file():
+        rows = read_rows(trial_dir)
+        return rows[-1] if rows else None
+    try:
+        lines = (trial_dir / RESULT_FILE).read_text(errors="replace").split("\n")[:-1]  # less a torn line
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
 
 
 def read_tune_record(trial_dir: Path) -> dict[str, Any]:
