@@ -1,9 +1,9 @@
 """A trial's results kept small enough for git, so that a study outlives the machine it ran on.
 
 Tune's ``result.json`` repeats the whole config in every row. A trial record is a folder with
-the trial's name that holds Tune's ``params.json``; ``result.json.gz``, the same rows cut to the keys the report reads
-(:data:`KEPT_KEYS`, each module's ``sample_lag``, and the config in the first row only); and
-``record.json``, what Tune's saved state said of the trial (:data:`TUNE_RECORD_KEYS`).
+the trial's name that holds Tune's ``params.json``; ``result.json.gz``, the same rows cut to the
+keys the report reads (:data:`KEPT_KEYS`, each module's ``sample_lag``, and the config in the
+first row only); and ``record.json``, what Tune's saved state said of the trial (:data:`TUNE_RECORD_KEYS`).
 ``rllib-geppo report --keep-trials DIR`` writes one for each finished trial it averaged; the
 report reads a record as it reads a trial folder, and ``rllib train file --skip-recorded DIR``
 runs only the trials that no record holds.
