@@ -1,6 +1,6 @@
 """The hand-derived minibatch step against GePPO's general step (autograd, its clip and check,
 torch's fused Adam) on the same weights and minibatches: the same parameters after one step
-within 1e-5 (relative to each tensor's norm), after 20 steps and after a whole update within
+within 1e-5 (relative to each tensor's norm, plus 1e-3 lr), after 20 steps and after a whole update within
 1e-3; and the modules and settings that take it."""
 
 import math
@@ -42,6 +42,7 @@ def minibatches(env: gym.Env, rows: int, count: int, seed: int = 0) -> list[dict
 
 
 def build(env_id: str, activation: str = "tanh", **training):
+    torch.manual_seed(0)  # the initial weights, whatever tests ran before in this process
     env = gym.make(env_id)
     config = GePPOConfig().environment(env_id).training(**{"compile_learner": False, **training})
     config.rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": activation})
@@ -60,9 +61,11 @@ def parameters(module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in [*pi, module.log_std, *vf]]
 
 
-def assert_close_by_norm(got: list[torch.Tensor], expected: list[torch.Tensor], rtol: float) -> None:
+def assert_close_by_norm(
+    got: list[torch.Tensor], expected: list[torch.Tensor], rtol: float, atol: float = 0.0
+) -> None:
     for g, e in zip(got, expected, strict=True):
-        assert torch.linalg.vector_norm(g - e) <= rtol * torch.linalg.vector_norm(e)
+        assert torch.linalg.vector_norm(g - e) <= rtol * torch.linalg.vector_norm(e) + atol
 
 
 @pytest.mark.parametrize(
@@ -88,7 +91,9 @@ def test_the_hand_step_takes_the_general_steps(env_id, activation, training):
         assert bool(finite) and bool(hand_finite)
         torch.testing.assert_close(hand_stats, stats, rtol=1e-4, atol=1e-6)
         if i == 0:
-            assert_close_by_norm(manual.params(), parameters(module), 1e-5)
+            # A zero-initialised bias is all step after one Adam step, lr * g / (|g| + eps): an
+            # element whose gradient is near eps turns float32 rounding into up to ~1e-4 lr.
+            assert_close_by_norm(manual.params(), parameters(module), 1e-5, atol=1e-3 * policy_group["lr"])
     assert_close_by_norm(manual.params(), parameters(module), 1e-3)
 
 
