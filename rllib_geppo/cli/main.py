@@ -35,6 +35,7 @@ from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
     apply_overrides,
     load_experiments,
+    named_by,
     resolve_trials,
     select_experiments,
 )
@@ -54,11 +55,14 @@ from rllib_geppo.cli.recorded import recorded_trials, without_recorded
 from rllib_geppo.cli.resume import (
     check_run_lock,
     check_unchanged,
+    finished_since_saved,
+    in_creation_order,
     mark_finished_trials,
     order_as_created,
     run_lock,
     saved_stops,
     saved_trials,
+    what_continues,
 )
 from rllib_geppo.cli.stranded import StrandedTrials
 from rllib_geppo.cli.tune_run import ray_session, run_experiments, run_path
@@ -198,13 +202,18 @@ def train_file(args: argparse.Namespace) -> int:
             )
             return 0
         trials = {s.name: validate_experiment(s) for s in specs}
-    if args.dry_run:
-        sys.stdout.write(dry_run_report(specs, trials))
-        return 0
+        # The new run holds only the experiments with trials left, so its resume command names
+        # only the -e patterns that select one of them: --resume refuses the others.
+        kept = [name for name in args.experiment if any(named_by(s.name, [name]) for s in specs)]
+        args = argparse.Namespace(**{**vars(args), "experiment": kept})
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
     local = "://" not in storage
+    if args.dry_run:
+        out = resume_dry_run(args, specs, trials, storage, run_name) if args.resume else None
+        sys.stdout.write(out or dry_run_report(specs, trials, resume_command(args, run_name)))
+        return 0
     if local:
         check_run_lock(Path(run_path(storage, run_name)))
     if args.resume and local:
@@ -219,13 +228,19 @@ def train_file(args: argparse.Namespace) -> int:
             "saved settings, checkpoints and lock) do not apply to remote storage.",
             storage,
         )
-    log.info(
-        "%s: %d trial(s) in %d experiment(s); results in %s",
-        args.file,
-        sum(map(len, trials.values())),
-        len(specs),
-        run_path(storage, run_name),
-    )
+    if args.resume and local:
+        saved = saved_trials(Path(run_path(storage, run_name)))
+        log.info(
+            "%s: resumes the run in %s: %s", args.file, run_path(storage, run_name), what_continues(saved, ())
+        )
+    else:
+        log.info(
+            "%s: %d trial(s) in %d experiment(s); results in %s",
+            args.file,
+            sum(map(len, trials.values())),
+            len(specs),
+            run_path(storage, run_name),
+        )
     with (
         quiet_console(not args.verbose) as console,
         ray_session(args.address, console, env_modules.runtime_env()),
@@ -314,15 +329,56 @@ def resume_command(args: argparse.Namespace, run_name: str) -> str:
     return f"{_prog()} {shlex.join([*argv, '--resume'])}"
 
 
-def dry_run_report(specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]]) -> str:
-    """The resolved experiments as YAML (machine-readable: tests and users can load it)."""
+def dry_run_report(specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]], resume: str) -> str:
+    """The resolved experiments as YAML (machine-readable: tests and users can load it), and
+    the command that resumes the run after a stop."""
     doc = {
         s.name: dict(run=s.run, stop=s.stop, num_trials=len(trials[s.name]), trials=trials[s.name])
         for s in specs
     }
     total = sum(len(t) for t in trials.values())
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
-    return f"{body}# {total} trial(s) in {len(specs)} experiment(s); dry run, nothing started.\n"
+    return (
+        f"{body}# {total} trial(s) in {len(specs)} experiment(s); dry run, nothing started.\n"
+        f"# After a stop, resume the run with: {resume}\n"
+    )
+
+
+def resume_dry_run(
+    args: argparse.Namespace,
+    specs: Sequence[ExperimentSpec],
+    trials: Mapping[str, list[dict]],
+    storage: str,
+    run_name: str,
+) -> str | None:
+    """What `--resume` would do, as YAML, after its checks; reads the run and writes nothing.
+    Each saved trial shows its status and the checkpoint it continues from (``start``: none
+    yet; null: finished). None for remote storage, which Tune alone reads."""
+    run_dir = run_path(storage, run_name)
+    check_resume(storage, run_name, run_dir)
+    if "://" in storage:
+        return None
+    specs = resumed_specs(args, specs, trials, run_dir)
+    saved = in_creation_order(saved_trials(Path(run_dir)))
+    finished = finished_since_saved(Path(run_dir))
+    resume_from = check_run_checkpoints(
+        run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints
+    )
+    stops = {s.name: s.stop for s in specs}
+    doc: dict[str, dict] = {}
+    for t in saved:
+        done = t.status == "TERMINATED" or t.folder in finished
+        start = resume_from[t.folder].name if t.folder in resume_from else "start"
+        entry = doc.setdefault(t.experiment, dict(stop=stops.get(t.experiment, t.stop), trials=[]))
+        entry["trials"].append(
+            dict(
+                folder=t.folder,
+                status="TERMINATED" if done else t.status,
+                continues_from=None if done else start,
+            )
+        )
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
+    return f"{body}# --resume of {run_dir}: {what_continues(saved, finished)}; dry run, nothing started.\n"
 
 
 def report_command(argv: Sequence[str]) -> int:

@@ -33,24 +33,21 @@ def budgets_of(stop: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def progress_line(
-    trials: list[tuple[Mapping[str, float], Mapping[str, float], bool]], elapsed_s: float
-) -> str | None:
+Measured = tuple[Mapping[str, float], Mapping[str, float], bool]
+
+
+def progress_line(trials: list[Measured], elapsed_s: float, start_fraction: float = 0.0) -> str | None:
     """``Progress: env steps 88,064 / 200,000 (44%), about 3 min 43 s left`` over trials.
 
     Each trial is (its latest values, its budgets, whether it finished). A trial stops at
     whichever budget it reaches first, so its progress is its largest fraction; totals are
-    shown when that is the same kind of budget for every trial.
+    shown when that is the same kind of budget for every trial. The time left extrapolates
+    the progress made in `elapsed_s` beyond `start_fraction`, what a resumed run had done
+    when it started.
     """
     if not trials:
         return None
-    fractions, leading = [], []
-    for values, budgets, finished in trials:
-        shares = {key: min(values.get(key, 0.0) / budget, 1.0) for key, budget in budgets.items()}
-        key = max(shares, key=shares.get)
-        fractions.append(1.0 if finished else shares[key])
-        leading.append(key)
-    fraction = sum(fractions) / len(fractions)
+    fraction, leading = _fractions(trials)
     if len(set(leading)) == 1:
         key = leading[0]
         done = sum(min(values.get(key, 0.0), budgets[key]) for values, budgets, _ in trials)
@@ -58,9 +55,25 @@ def progress_line(
         line = f"Progress: {BUDGET_KEYS[key]} {done:,.0f} / {total:,.0f} ({fraction:.0%})"
     else:
         line = f"Progress: {fraction:.0%} of the stop budgets"
-    if 0 < fraction < 1:
-        line += f", about {_duration(elapsed_s * (1 - fraction) / fraction)} left"
+    if 0 < fraction < 1 and fraction > start_fraction:
+        line += f", about {_duration(elapsed_s * (1 - fraction) / (fraction - start_fraction))} left"
     return line
+
+
+def fraction_done(trials: list[Measured]) -> float:
+    """The mean over trials of each one's progress toward its stop budget (0 without trials)."""
+    return _fractions(trials)[0] if trials else 0.0
+
+
+def _fractions(trials: list[Measured]) -> tuple[float, list[str]]:
+    """The mean progress of `trials` (not empty) and each one's leading budget key."""
+    fractions, leading = [], []
+    for values, budgets, finished in trials:
+        shares = {key: min(values.get(key, 0.0) / budget, 1.0) for key, budget in budgets.items()}
+        key = max(shares, key=shares.get)
+        fractions.append(1.0 if finished else shares[key])
+        leading.append(key)
+    return sum(fractions) / len(fractions), leading
 
 
 def _duration(seconds: float) -> str:
@@ -84,6 +97,7 @@ class BudgetReporter(CLIReporter):
         self._results_dir = results_dir
         self._budgets = {name: budgets_of(stop) for name, stop in stops.items()}
         self._started = time.time()
+        self._start_fraction: float | None = None  # at the first report: a resumed run's
 
     def report(self, trials: list, done: bool, *sys_info: str) -> None:
         line = self._progress(trials)
@@ -112,7 +126,9 @@ class BudgetReporter(CLIReporter):
                 if isinstance(result.get(key), (int, float)) and math.isfinite(result[key])
             }
             measured.append((values, budgets, trial.status == "TERMINATED" and bool(result.get("done"))))
-        return progress_line(measured, time.time() - self._started)
+        if self._start_fraction is None:
+            self._start_fraction = fraction_done(measured)
+        return progress_line(measured, time.time() - self._started, self._start_fraction)
 
 
 class BestReturns(Callback):

@@ -22,7 +22,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,7 @@ class SavedTrial:
     stop: dict[str, Any]
     status: str
     folder: str
+    trial_id: str = ""
 
 
 def newest_state(run_dir: Path) -> Path | None:
@@ -73,6 +74,7 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
                 stop=dict(t["stopping_criterion"] or {}),
                 status=t["status"],
                 folder=t["relative_logdir"],
+                trial_id=t["trial_id"],
             )
             for t in trials
         ]
@@ -85,39 +87,50 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
         ) from None
 
 
-def mark_finished_trials(run_dir: Path) -> list[str]:
+def finished_since_saved(run_dir: Path) -> dict[str, dict[str, Any]]:
     """Trials that finished after the run's state was last saved (it lags: after a SIGKILL it
-    may still hold them running), marked finished in that state, so that ``--resume`` leaves
-    them as they are instead of restoring them and training on. A trial finished if the last
-    row of its ``result.json`` (which is never behind its checkpoints,
-    :mod:`rllib_geppo.cli.result_files`) has Tune's ``done``; that row becomes its last result.
-    Only JSON is read and written, nothing unpickled; the state file is replaced atomically.
-    Returns the finished trials' folders.
+    may still hold them running): folder -> the last row of its ``result.json``, which is never
+    behind its checkpoints (:mod:`rllib_geppo.cli.result_files`) and has Tune's ``done``. Reads
+    only.
     """
-    if not saved_trials(run_dir):  # raises UserError where the state cannot be read
+    return {
+        t.folder: last
+        for t in saved_trials(run_dir)  # raises UserError where the state cannot be read
+        if t.status not in ("TERMINATED", "ERROR")
+        and (last := last_row(run_dir / t.folder) or {}).get("done")
+    }
+
+
+def mark_finished_trials(run_dir: Path) -> list[str]:
+    """Marks the trials of :func:`finished_since_saved` finished in the run's saved state, so
+    that ``--resume`` leaves them as they are instead of restoring them and training on; each
+    one's last row becomes its last result. Only JSON is read and written, nothing unpickled;
+    the state file is replaced atomically. Returns the finished trials' folders.
+    """
+    if not (finished := finished_since_saved(run_dir)):
         return []
     path = newest_state(run_dir)
     state = json.loads(path.read_text())
-    finished = []
     for entry in state["trial_data"]:
         trial, metadata = json.loads(entry[0]), json.loads(entry[1])
-        if trial["status"] in ("TERMINATED", "ERROR"):
-            continue
-        last = last_row(run_dir / trial["relative_logdir"])
-        if not (last or {}).get("done"):
+        if (last := finished.get(trial["relative_logdir"])) is None:
             continue
         trial["status"] = "TERMINATED"
         metadata["last_result"] = last
         entry[0], entry[1] = json.dumps(trial, indent=2), json.dumps(metadata)
-        finished.append(trial["relative_logdir"])
         log.info(
             "%s finished (iteration %s) after the run's state was saved; it stays finished.",
             trial["custom_trial_name"],
             last.get("training_iteration"),
         )
-    if finished:
-        write_json_atomically(path, state)
-    return finished
+    write_json_atomically(path, state)
+    return list(finished)
+
+
+def what_continues(trials: Sequence[SavedTrial], finished: Collection[str]) -> str:
+    """How many of a saved run's trials ``--resume`` continues, as one clause for the log."""
+    done = sum(t.status == "TERMINATED" or t.folder in finished for t in trials)
+    return f"{len(trials) - done} of its {len(trials)} trial(s) continue ({done} finished)"
 
 
 def order_as_created(run_dir: Path) -> bool:
@@ -142,6 +155,15 @@ def order_as_created(run_dir: Path) -> bool:
         return False
     write_json_atomically(path, {**state, "trial_data": created})
     return True
+
+
+def in_creation_order(trials: Sequence[SavedTrial]) -> list[SavedTrial]:
+    """`trials` in the order the run created them, as :func:`order_as_created` restores them
+    (as given where a trial ID lacks Tune's counter)."""
+    try:
+        return sorted(trials, key=lambda t: creation_index(t.trial_id))
+    except ValueError:
+        return list(trials)
 
 
 def creation_index(trial_id: str) -> int:

@@ -71,6 +71,16 @@ def test_progress_line_adds_up_trials_and_estimates_the_time_left():
         [({"num_env_steps_sampled_lifetime": 2048.0, "training_iteration": 5.0}, both, False)], 30
     )
     assert line == "Progress: iterations 5 / 10 (50%), about 30 s left"
+    # A resumed run had done 40% when it started: 10% more in 30 s leaves 50% in 150 s.
+    line = progress_line(
+        [({"num_env_steps_sampled_lifetime": 2048.0, "training_iteration": 5.0}, both, False)],
+        30,
+        start_fraction=0.4,
+    )
+    assert line == "Progress: iterations 5 / 10 (50%), about 2 min 30 s left"
+    assert progress_line([({"training_iteration": 4.0}, both, False)], 30, 0.4) == (
+        "Progress: iterations 4 / 10 (40%)"  # no progress since the start: no estimate
+    )
 
 
 RUN = """

@@ -96,6 +96,18 @@ def test_recorded_seeds_are_left_out_and_the_rest_keep_their_grid(tmp_path, stud
     assert left == sorted((e, s) for e in ("Pendulum-v1", "MountainCarContinuous-v0") for s in (1, 2))
 
 
+def test_the_resume_command_of_the_new_run_names_only_the_experiments_it_holds(tmp_path, study, capsys):
+    # --resume refuses an -e that selects no experiment of the run: a pattern whose trials are
+    # all recorded is left out of the command that resumes it, and so is --skip-recorded.
+    records = tmp_path / "records"
+    record(records, "single", 6, {"env": "Pendulum-v1", "seed": 0})
+    argv = ["train", "file", str(study), "-e", "s*", "-e", "single", "--skip-recorded", str(records)]
+    assert main([*argv, "--name", "rest", "--dry-run"]) == 0, capsys.readouterr().err
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("# After a stop, resume the run with: ")
+    assert last.endswith(f"train file {study} --storage-path results --name rest -e 's*' --resume")
+
+
 def test_grids_inside_lists_are_cut_too(tmp_path, study, capsys):
     records = tmp_path / "records"
     for i, width in enumerate((32, 64)):
