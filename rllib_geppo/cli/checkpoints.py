@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +65,25 @@ def checkpoints_of(trial_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[11:]))
 
 
-def unfinished_trial_dirs(run_dir: Path) -> list[Path]:
-    """Folders of the trials that `--resume` restores (not TERMINATED), from Tune's saved state."""
-    return [run_dir / t.folder for t in saved_trials(run_dir) if t.status != "TERMINATED"]
+def unfinished_trial_dirs(run_dir: Path, finished: Collection[str] = ()) -> list[Path]:
+    """Folders of the trials that `--resume` restores, from Tune's saved state: not TERMINATED
+    there, nor among the `finished` folders (those that finished after it was saved)."""
+    return [
+        run_dir / t.folder
+        for t in saved_trials(run_dir)
+        if t.status != "TERMINATED" and t.folder not in finished
+    ]
 
 
 # --------------------------------------------------------------------------------------------
 # The check before Ray starts
 
 
-def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool) -> dict[str, Path]:
-    """Checks the checkpoints of each trial that `--resume` will restore.
+def check_run_checkpoints(
+    run_dir: str, resume_command: str, skip_damaged: bool, finished: Collection[str] = ()
+) -> dict[str, Path]:
+    """Checks the checkpoints of each trial that `--resume` will restore (not the `finished`
+    folders of trials that finished after the run's state was saved).
 
     Returns trial folder name -> the checkpoint to resume from: the newest intact one on disk
     (Tune's experiment state lags the checkpoints, so after a crash it may name an older one, or
@@ -89,7 +97,7 @@ def check_run_checkpoints(run_dir: str, resume_command: str, skip_damaged: bool)
     resume_from: dict[str, Path] = {}
     if "://" in run_dir:
         return resume_from  # cloud storage: Tune reads it
-    for trial_dir in unfinished_trial_dirs(Path(run_dir)):
+    for trial_dir in unfinished_trial_dirs(Path(run_dir), finished):
         checkpoints = complete_checkpoints(checkpoints_of(trial_dir))
         if not checkpoints:
             continue

@@ -101,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="where Tune writes results and checkpoints (default: ./results)",
     )
     file.add_argument(
-        "--dry-run", action="store_true", help="validate, print the resolved trials as YAML, stop"
+        "--dry-run",
+        action="store_true",
+        help="validate, print the resolved trials as YAML and the command that resumes the run, "
+        "stop; with --resume, each saved trial and the checkpoint it would continue from",
     )
     file.add_argument(
         "--config",
@@ -203,16 +206,19 @@ def train_file(args: argparse.Namespace) -> int:
             return 0
         trials = {s.name: validate_experiment(s) for s in specs}
         # The new run holds only the experiments with trials left, so its resume command names
-        # only the -e patterns that select one of them: --resume refuses the others.
+        # only the -e patterns that select one of them, and no --num-samples: --resume refuses
+        # patterns the run does not hold and counts that differ from its cut grids.
         kept = [name for name in args.experiment if any(named_by(s.name, [name]) for s in specs)]
-        args = argparse.Namespace(**{**vars(args), "experiment": kept})
+        args = argparse.Namespace(**{**vars(args), "experiment": kept, "num_samples": None})
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
     storage = storage if "://" in storage else os.path.abspath(storage)
     run_name = args.name or Path(args.file).stem
     local = "://" not in storage
+    if args.dry_run and args.resume:
+        sys.stdout.write(resume_dry_run(args, specs, trials, storage, run_name))
+        return 0
     if args.dry_run:
-        out = resume_dry_run(args, specs, trials, storage, run_name) if args.resume else None
-        sys.stdout.write(out or dry_run_report(specs, trials, resume_command(args, run_name)))
+        sys.stdout.write(dry_run_report(specs, trials, resume_command(args, run_name)))
         return 0
     if local:
         check_run_lock(Path(run_path(storage, run_name)))
@@ -350,19 +356,24 @@ def resume_dry_run(
     trials: Mapping[str, list[dict]],
     storage: str,
     run_name: str,
-) -> str | None:
-    """What `--resume` would do, as YAML, after its checks; reads the run and writes nothing.
-    Each saved trial shows its status and the checkpoint it continues from (``start``: none
-    yet; null: finished). None for remote storage, which Tune alone reads."""
+) -> str:
+    """What `--resume` would do, as YAML, after the checks of the saved run (its lock,
+    settings, state and checkpoints); reads the run and writes nothing. Each saved trial shows
+    its status and the checkpoint it continues from (``start``: none yet; null: finished), in
+    the order the run created them. Remote storage, which Tune alone reads, lists none."""
     run_dir = run_path(storage, run_name)
-    check_resume(storage, run_name, run_dir)
     if "://" in storage:
-        return None
+        return (
+            dry_run_report(specs, trials, resume_command(args, run_name))
+            + f"# --resume from {storage}: Tune reads the saved run there; its trials are not listed.\n"
+        )
+    check_run_lock(Path(run_dir))
+    check_resume(storage, run_name, run_dir)
     specs = resumed_specs(args, specs, trials, run_dir)
     saved = in_creation_order(saved_trials(Path(run_dir)))
     finished = finished_since_saved(Path(run_dir))
     resume_from = check_run_checkpoints(
-        run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints
+        run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints, finished
     )
     stops = {s.name: s.stop for s in specs}
     doc: dict[str, dict] = {}

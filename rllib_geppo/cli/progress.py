@@ -33,6 +33,8 @@ def budgets_of(stop: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+#: One trial's progress: its latest values, its budgets (result key -> stop value), whether it
+#: finished.
 Measured = tuple[Mapping[str, float], Mapping[str, float], bool]
 
 
@@ -97,7 +99,10 @@ class BudgetReporter(CLIReporter):
         self._results_dir = results_dir
         self._budgets = {name: budgets_of(stop) for name, stop in stops.items()}
         self._started = time.time()
-        self._start_fraction: float | None = None  # at the first report: a resumed run's
+        # Progress at the first report: what a resumed run had done (its trials' saved last
+        # results; after --skip-damaged-checkpoints a little more than it restores), so that
+        # the time left extrapolates only this run's progress.
+        self._start_fraction: float | None = None
 
     def report(self, trials: list, done: bool, *sys_info: str) -> None:
         line = self._progress(trials)

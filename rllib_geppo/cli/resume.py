@@ -74,7 +74,7 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
                 stop=dict(t["stopping_criterion"] or {}),
                 status=t["status"],
                 folder=t["relative_logdir"],
-                trial_id=t["trial_id"],
+                trial_id=t.get("trial_id", ""),
             )
             for t in trials
         ]
@@ -128,7 +128,8 @@ def mark_finished_trials(run_dir: Path) -> list[str]:
 
 
 def what_continues(trials: Sequence[SavedTrial], finished: Collection[str]) -> str:
-    """How many of a saved run's trials ``--resume`` continues, as one clause for the log."""
+    """How many of a saved run's trials ``--resume`` continues, as one clause for the log;
+    `finished` holds the folders of those that finished after the run's state was saved."""
     done = sum(t.status == "TERMINATED" or t.folder in finished for t in trials)
     return f"{len(trials) - done} of its {len(trials)} trial(s) continue ({done} finished)"
 

@@ -49,28 +49,41 @@ def rows(trial_dir: Path, iterations: int, done: bool) -> None:
     (trial_dir / "result.json").write_text("".join(json.dumps(r) + "\n" for r in lines))
 
 
+def checkpoint(trial_dir: Path, iteration: int) -> Path:
+    """A complete checkpoint of `iteration`, its manifest written last, as GePPO writes one."""
+    folder = trial_dir / f"checkpoint_{iteration - 1:06d}"
+    folder.mkdir()
+    (folder / "algorithm_state.pkl").write_bytes(b"state")
+    write_manifest(folder, training_iteration=iteration)
+    return folder
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
 def test_a_resume_dry_run_lists_each_trial_with_the_checkpoint_it_continues_from(tmp_path, capsys):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     run_dir = tmp_path / "results" / "study"
     # Saved in Tune's arbitrary order: 0 finished; 1 running when the state was saved, and done
-    # since; 2 stopped with two checkpoints; 3 never started.
+    # since (its newest checkpoint damaged by the kill: no resume reads it); 2 stopped with two
+    # checkpoints; 3 never started; 4 failed after a checkpoint.
     entries = {
         i: saved_trial(run_dir, i, s)
-        for i, s in ((2, "PAUSED"), (0, "TERMINATED"), (3, "PENDING"), (1, "RUNNING"))
+        for i, s in ((2, "PAUSED"), (0, "TERMINATED"), (3, "PENDING"), (1, "RUNNING"), (4, "ERROR"))
     }
     folders = {i: json.loads(e[0])["relative_logdir"] for i, e in entries.items()}
     rows(run_dir / folders[0], 3, done=True)
     rows(run_dir / folders[1], 3, done=True)
+    (checkpoint(run_dir / folders[1], 3) / "algorithm_state.pkl").write_bytes(b"cut")
     rows(run_dir / folders[2], 2, done=False)
-    for iteration in (1, 2):
-        checkpoint = run_dir / folders[2] / f"checkpoint_{iteration - 1:06d}"
-        checkpoint.mkdir()
-        (checkpoint / "algorithm_state.pkl").write_bytes(b"state")
-        write_manifest(checkpoint, training_iteration=iteration)
+    checkpoint(run_dir / folders[2], 1), checkpoint(run_dir / folders[2], 2)
+    rows(run_dir / folders[4], 2, done=False)
+    checkpoint(run_dir / folders[4], 1)
     state = run_dir / "experiment_state-2026-01-01_00-00-00.json"
     state.write_text(json.dumps({"trial_data": list(entries.values())}))
-    before = state.read_text()
+    before = files(run_dir)
 
     argv = ["train", "file", str(study), "--storage-path", str(tmp_path / "results"), "--resume", "--dry-run"]
     assert main(argv) == 0, capsys.readouterr().err
@@ -78,16 +91,17 @@ def test_a_resume_dry_run_lists_each_trial_with_the_checkpoint_it_continues_from
     out = capsys.readouterr().out
     plan = yaml.safe_load(out)
     assert plan["sweep"]["stop"] == {"training_iteration": 3}
-    assert plan["sweep"]["trials"] == [  # in the order the run created them, as resume starts them
+    assert plan["sweep"]["trials"] == [  # in the order the run created them
         {"folder": folders[0], "status": "TERMINATED", "continues_from": None},
         {"folder": folders[1], "status": "TERMINATED", "continues_from": None},
         {"folder": folders[2], "status": "PAUSED", "continues_from": "checkpoint_000001"},
         {"folder": folders[3], "status": "PENDING", "continues_from": "start"},
+        {"folder": folders[4], "status": "ERROR", "continues_from": "checkpoint_000000"},
     ]
     assert out.endswith(
-        f"# --resume of {run_dir}: 2 of its 4 trial(s) continue (2 finished); dry run, nothing started.\n"
+        f"# --resume of {run_dir}: 3 of its 5 trial(s) continue (2 finished); dry run, nothing started.\n"
     )
-    assert state.read_text() == before  # a dry run writes nothing
+    assert files(run_dir) == before  # a dry run writes nothing
 
     # The checks of a real resume come first: an option that would change the run exits 2.
     assert main([*argv, "-c", "lr=1e-3"]) == 2

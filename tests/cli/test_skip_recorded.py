@@ -97,11 +97,13 @@ def test_recorded_seeds_are_left_out_and_the_rest_keep_their_grid(tmp_path, stud
 
 
 def test_the_resume_command_of_the_new_run_names_only_the_experiments_it_holds(tmp_path, study, capsys):
-    # --resume refuses an -e that selects no experiment of the run: a pattern whose trials are
-    # all recorded is left out of the command that resumes it, and so is --skip-recorded.
+    # --resume refuses an -e that selects no experiment of the run, and a --num-samples that the
+    # cut grids do not hold: a pattern whose trials are all recorded is left out of the command
+    # that resumes the run, and so are --num-samples and --skip-recorded.
     records = tmp_path / "records"
     record(records, "single", 6, {"env": "Pendulum-v1", "seed": 0})
-    argv = ["train", "file", str(study), "-e", "s*", "-e", "single", "--skip-recorded", str(records)]
+    argv = ["train", "file", str(study), "-e", "s*", "-e", "single", "--num-samples", "1"]
+    argv += ["--skip-recorded", str(records)]
     assert main([*argv, "--name", "rest", "--dry-run"]) == 0, capsys.readouterr().err
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("# After a stop, resume the run with: ")
