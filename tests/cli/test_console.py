@@ -12,7 +12,7 @@ import ray.cloudpickle
 from ray.tune.registry import register_env
 
 from rllib_geppo.cli.main import main
-from rllib_geppo.cli.progress import progress_line
+from rllib_geppo.cli.progress import BudgetReporter, progress_line
 from rllib_geppo.cli.quiet import _LineFilter
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -81,6 +81,32 @@ def test_progress_line_adds_up_trials_and_estimates_the_time_left():
     assert progress_line([({"training_iteration": 4.0}, both, False)], 30, 0.4) == (
         "Progress: iterations 4 / 10 (40%)"  # no progress since the start: no estimate
     )
+
+
+class _Trial:
+    """What BudgetReporter reads of a Tune trial: its name, status and last result."""
+
+    def __init__(self, name: str, steps: float, status: str = "RUNNING"):
+        self.name, self.status = name, status
+        self.last_result = {"num_env_steps_sampled_lifetime": steps}
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def test_a_resumed_runs_time_left_counts_only_the_progress_since_it_started(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("rllib_geppo.cli.progress.time.time", lambda: clock[0])
+    stop = {"num_env_steps_sampled_lifetime": 1000}
+    reporter = BudgetReporter(results_dir="results/run", stops={"sweep": stop, "sweep-wide": stop})
+    # Restored at 600 and 200 of 1,000 env steps (40%); 60 s later at 700 and 300 (50%): 10% a
+    # minute leaves 5 min, where counting from zero would say 1 min.
+    trials = [_Trial("sweep_abcde_00000", 600), _Trial("sweep-wide_abcde_00001", 200)]
+    assert reporter._progress(trials) == "Progress: env steps 800 / 2,000 (40%)"
+    clock[0] += 60
+    trials[0].last_result["num_env_steps_sampled_lifetime"] = 700
+    trials[1].last_result["num_env_steps_sampled_lifetime"] = 300
+    assert reporter._progress(trials) == "Progress: env steps 1,000 / 2,000 (50%), about 5 min 0 s left"
 
 
 RUN = """
