@@ -370,7 +370,7 @@ def resume_dry_run(
     check_run_lock(Path(run_dir))
     check_resume(storage, run_name, run_dir)
     specs = resumed_specs(args, specs, trials, run_dir)
-    saved = in_creation_order(saved_trials(Path(run_dir)))
+    saved = in_creation_order(saved_trials(Path(run_dir)), lambda t: t.trial_id)
     finished = finished_since_saved(Path(run_dir))
     resume_from = check_run_checkpoints(
         run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints, finished
@@ -378,7 +378,7 @@ def resume_dry_run(
     stops = {s.name: s.stop for s in specs}
     doc: dict[str, dict] = {}
     for t in saved:
-        done = t.status == "TERMINATED" or t.folder in finished
+        done = t.finished(finished)
         start = resume_from[t.folder].name if t.folder in resume_from else "start"
         entry = doc.setdefault(t.experiment, dict(stop=stops.get(t.experiment, t.stop), trials=[]))
         entry["trials"].append(

@@ -22,11 +22,11 @@ import os
 import re
 import socket
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import named_by, parse_assignment
@@ -34,6 +34,8 @@ from rllib_geppo.records.checkpoint_manifest import write_json_atomically
 from rllib_geppo.records.trial_record import experiment_of, last_row
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: The lock file a running run keeps in its folder.
 LOCK = ".rllib_geppo_run.lock"
@@ -50,6 +52,10 @@ class SavedTrial:
     status: str
     folder: str
     trial_id: str = ""
+
+    def finished(self, since_saved: Collection[str]) -> bool:
+        """Whether the trial finished: so saved, or among the folders that finished since."""
+        return self.status == "TERMINATED" or self.folder in since_saved
 
 
 def newest_state(run_dir: Path) -> Path | None:
@@ -130,7 +136,7 @@ def mark_finished_trials(run_dir: Path) -> list[str]:
 def what_continues(trials: Sequence[SavedTrial], finished: Collection[str]) -> str:
     """How many of a saved run's trials ``--resume`` continues, as one clause for the log;
     `finished` holds the folders of those that finished after the run's state was saved."""
-    done = sum(t.status == "TERMINATED" or t.folder in finished for t in trials)
+    done = sum(t.finished(finished) for t in trials)
     return f"{len(trials) - done} of its {len(trials)} trial(s) continue ({done} finished)"
 
 
@@ -146,25 +152,20 @@ def order_as_created(run_dir: Path) -> bool:
     if (path := newest_state(run_dir)) is None:
         return False
     state = json.loads(path.read_text())
-    try:
-        created = sorted(
-            state["trial_data"], key=lambda entry: creation_index(json.loads(entry[0])["trial_id"])
-        )
-    except (ValueError, KeyError, TypeError):
-        return False
+    created = in_creation_order(state["trial_data"], lambda entry: json.loads(entry[0])["trial_id"])
     if created == state["trial_data"]:
         return False
     write_json_atomically(path, {**state, "trial_data": created})
     return True
 
 
-def in_creation_order(trials: Sequence[SavedTrial]) -> list[SavedTrial]:
-    """`trials` in the order the run created them, as :func:`order_as_created` restores them
-    (as given where a trial ID lacks Tune's counter)."""
+def in_creation_order(items: Sequence[_T], trial_id: Callable[[_T], str]) -> list[_T]:
+    """`items` (saved trials or Tune's state entries) in the order the run created them, by the
+    counter of each one's `trial_id`; as given where an ID lacks it or cannot be read."""
     try:
-        return sorted(trials, key=lambda t: creation_index(t.trial_id))
-    except ValueError:
-        return list(trials)
+        return sorted(items, key=lambda item: creation_index(trial_id(item)))
+    except (ValueError, KeyError, TypeError):
+        return list(items)
 
 
 def creation_index(trial_id: str) -> int:
