@@ -152,8 +152,10 @@ def order_as_created(run_dir: Path) -> bool:
     if (path := newest_state(run_dir)) is None:
         return False
     state = json.loads(path.read_text())
-    created = in_creation_order(state["trial_data"], lambda entry: json.loads(entry[0])["trial_id"])
-    if created == state["trial_data"]:
+    if not isinstance(entries := state.get("trial_data"), list):
+        return False  # no list of trials to order: the state is left as it is
+    created = in_creation_order(entries, lambda entry: json.loads(entry[0])["trial_id"])
+    if created == entries:
         return False
     write_json_atomically(path, {**state, "trial_data": created})
     return True
