@@ -6,9 +6,9 @@ games with gymnasium ("MinAtar/Breakout-v1", ...; :mod:`rllib_geppo.examples.min
 stack (``GePPOTorchPolicy``) is imported only when asked for.
 """
 
-import ray
 from ray.tune.registry import register_trainable
 
+from rllib_geppo import private_ray
 from rllib_geppo.algorithm import GePPO, GePPOConfig
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
 from rllib_geppo.baselines.sb3_ppo import sb3_ppo
@@ -38,6 +38,5 @@ _register_with_tune()
 moved_modules.install()  # checkpoints of 0.9 and older name classes by their old module paths
 register_minatar()  # gymnasium ids "MinAtar/<Game>-v1", made only when used
 # Tune keeps registrations in the Ray session's key-value store, so a second ray.init() in the
-# same process (after ray.shutdown()) would not know "GePPO": register again whenever Ray starts,
-# through the hook Tune's own registry uses.
-ray._private.worker._post_init_hooks.append(_register_with_tune)
+# same process (after ray.shutdown()) would not know "GePPO": register again whenever Ray starts.
+private_ray.on_ray_init(_register_with_tune)

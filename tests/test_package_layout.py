@@ -151,9 +151,22 @@ def module_imports() -> dict[str, set[str]]:
                         package.split(".")[: len(package.split(".")) - node.level + 1]
                         + ([base] if base else [])
                     )
-                targets |= {base} | {f"{base}.{alias.name}" for alias in node.names}
-        graph[name] = {t for t in targets if t.startswith("rllib_geppo")}
-    return {m: {t for t in ts if t in graph and t != m} for m, ts in graph.items()}
+                # "from package import module" imports the module; "from module import name"
+                # the module itself.
+                targets |= {(base, f"{base}.{alias.name}") for alias in node.names}
+        graph[name] = targets
+    modules = set(graph)
+    return {
+        m: {
+            t
+            for target in targets
+            for t in (
+                [target] if isinstance(target, str) else [target[1] if target[1] in modules else target[0]]
+            )
+            if t in modules and t != m
+        }
+        for m, targets in graph.items()
+    }
 
 
 def test_no_import_circle():

@@ -22,9 +22,12 @@ import ray
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
+from rllib_geppo import private_ray
 from rllib_geppo.sampling.env_checks import diagnose_env
 
-#: The logger through which RLlib reports the errors of remote EnvRunners it tolerates.
+#: RLlib's logger through which it reports the errors of remote EnvRunners it tolerates, and
+#: how it logs them (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.ACTOR_MANAGER_LOG
 ACTOR_MANAGER_LOGGER = "ray.rllib.utils.actor_manager"
 
 

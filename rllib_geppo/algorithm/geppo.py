@@ -58,6 +58,7 @@ from ray.rllib.utils.metrics import (
 )
 from ray.tune.registry import register_env
 
+from rllib_geppo import private_ray
 from rllib_geppo.algorithm.env_runners import ActingPolicies, FailedSamples, reseed_restarted, sync_weights
 from rllib_geppo.algorithm.settings import (
     GEPPO_NAMES,
@@ -228,8 +229,10 @@ class GePPOConfig(PPOConfig):
 
     @property
     @override(PPOConfig)
-    def _model_config_auto_includes(self) -> dict:
-        return super()._model_config_auto_includes | {"init_std_multiple": self.init_std_multiple}
+    def model_config(self) -> dict:
+        # The module's initial std is a training setting, passed as PPOConfig passes its
+        # vf_share_layers: a value set in model_config itself wins.
+        return {"init_std_multiple": self.init_std_multiple} | super().model_config
 
     @override(PPOConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:
@@ -274,7 +277,7 @@ class GePPOConfig(PPOConfig):
             )
             # Each message names its fix: RLlib's advice to switch validation off is left out,
             # though experimental(_validate_config=False) still turns the refusals into warnings.
-            if self._validate_config:
+            if private_ray.validates(self):
                 raise ValueError(message)
             logger.warning(message)
         # PPOConfig.validate compares minibatch_size with the new samples per learner (and
@@ -380,14 +383,7 @@ class GePPO(PPO):
         if not self.config.enable_env_runner_and_connector_v2:
             from rllib_geppo.old_stack.training_step import training_step_old_api_stack
 
-            return training_step_old_api_stack(
-                self.stores,
-                self.env_runner_group,
-                self.config,
-                iteration=self.iteration + 1,
-                timers=self._timers,
-                counters=self._counters,
-            )
+            return training_step_old_api_stack(self)
         ready = any(self.stores.may_update(m, iteration=self.iteration + 1, quiet=True) for m in self.stores)
         if self._sampler is not None and ready:
             # pi_k collects the next batch while the learners update on the stored ones.
@@ -551,7 +547,7 @@ class GePPO(PPO):
         **kwargs,
     ) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._check_component(COMPONENT_GEPPO, components, not_components):
+        if _selected(COMPONENT_GEPPO, components, not_components):
             state[COMPONENT_GEPPO] = self._geppo_state()
         return state
 
@@ -598,3 +594,15 @@ class GePPO(PPO):
             self._sampler.shutdown(wait=True)
         self._failed_samples.close()
         super().stop()
+
+
+def _selected(
+    component: str, components: str | Collection[str] | None, not_components: str | Collection[str] | None
+) -> bool:
+    """Whether ``get_state(components, not_components=...)`` asks for ``component``, read as
+    RLlib's own ``get_state`` overrides read them: named (itself or one of its parts,
+    ``"geppo/..."``) or nothing named, and not named in ``not_components``."""
+    asked = [components] if isinstance(components, str) else list(components or ())
+    excluded = [not_components] if isinstance(not_components, str) else list(not_components or ())
+    named = component in asked or any(name.startswith(component + "/") for name in asked)
+    return (components is None or named) and component not in excluded

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rllib_geppo import private_ray
 from rllib_geppo.core.compiled_step import COMPILE_SETTINGS
 from rllib_geppo.core.gradients import CLIP_BY, CLIP_SCOPES
 from rllib_geppo.core.module_state import REWARD_SCALINGS
@@ -288,7 +289,6 @@ UNUSED_SETTINGS: dict[str, tuple[object, str]] = {
     "lr_schedule": (None, "RLlib's old name: write the schedule as `lr` (with `adaptive_lr=False`)"),
     "optimizer": ({}, "GePPO uses Adam for the policy and the value function; `lr`, `vf_lr` and "
                       "`adam_eps` set them"),
-    "_learner_connector": (None, _NO_LEARNER_CONNECTOR),
     "add_default_connectors_to_learner_pipeline": (True, _NO_LEARNER_CONNECTOR),
 }
 # fmt: on
@@ -445,18 +445,21 @@ def unused_setting_problems(config: Any) -> list[str]:
     for setting, (default, instead) in UNUSED_SETTINGS.items():
         value = getattr(config, setting)
         if not _same(value, default):
-            name = setting.lstrip("_")
-            problems.append(
-                f"`{name}={value!r}`: GePPO does not use `{name}` (leave it at {default!r}): {instead}."
-            )
+            problems.append(_unused(setting, value, default, instead))
+    if (connector := private_ray.learner_connector(config)) is not None:
+        problems.append(_unused("learner_connector", connector, None, _NO_LEARNER_CONNECTOR))
     return problems
+
+
+def _unused(name: str, value: Any, default: Any, instead: str) -> str:
+    return f"`{name}={value!r}`: GePPO does not use `{name}` (leave it at {default!r}): {instead}."
 
 
 def geppo_model_configs(config: Any) -> dict[str, Any]:
     """The model configs that GePPO's own RLModule is built with, by where they are set
     ("" for ``.rl_module(model_config=...)``); a user's RLModule reads its own."""
     specs = module_specs(config)
-    configs = {"": config._model_config} if any(map(is_geppo_module, specs.values())) else {}
+    configs = {"": private_ray.user_model_config(config)} if any(map(is_geppo_module, specs.values())) else {}
     for module_id, module_spec in specs.items():
         if is_geppo_module(module_spec) and getattr(module_spec, "model_config", None):
             where = f"module {module_id!r}: " if module_id is not None else "rl_module_spec: "
@@ -473,7 +476,7 @@ def geppo_modules_only(config: Any) -> bool:
 def module_specs(config: Any) -> dict[Any, Any]:
     """The module specs the config sets, by module ID (None: the single-agent spec, or no
     spec: the default module)."""
-    spec = config._rl_module_spec
+    spec = private_ray.user_rl_module_spec(config)
     specs = getattr(spec, "rl_module_specs", spec)
     return specs if isinstance(specs, dict) else {None: specs}
 

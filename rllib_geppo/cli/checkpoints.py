@@ -20,9 +20,13 @@ from typing import Any
 
 from ray.tune import Callback
 
+from rllib_geppo import private_ray
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.resume import saved_trials
 from rllib_geppo.records.checkpoint_manifest import damaged_files, read_manifest
+
+#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 log = logging.getLogger(__name__)
 

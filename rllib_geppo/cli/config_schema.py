@@ -244,9 +244,11 @@ def check_env(env: Any, where: str) -> None:
     if not isinstance(env, str) or any(c in env for c in ".:/"):
         return
     import gymnasium
-    from ray.tune.registry import ENV_CREATOR, _global_registry
 
-    if env in gymnasium.envs.registry or _global_registry.contains(ENV_CREATOR, env):
+    from rllib_geppo import private_ray
+
+    # None: Tune's registry cannot be read on this Ray; the trial itself finds the name or not.
+    if env in gymnasium.envs.registry or private_ray.is_registered_env(env) is not False:
         return
     raise UserError(
         f"{where}, 'env: {env}': no such environment.{suggest(env, list(gymnasium.registry))} "

@@ -17,8 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rllib_geppo import private_ray
 from rllib_geppo.cli.interrupt import stop_exit_code
 from rllib_geppo.records.result_keys import STEPS_KEY
+
+#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 log = logging.getLogger(__name__)
 

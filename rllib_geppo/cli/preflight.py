@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from rllib_geppo import private_ray
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import ExperimentSpec
 from rllib_geppo.cli.quiet import quiet_rllib
 from rllib_geppo.cli.trainables import to_algorithm_config, trainable
+
+#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 log = logging.getLogger(__name__)
 

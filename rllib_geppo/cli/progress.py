@@ -18,7 +18,11 @@ from typing import Any
 
 from ray.tune import Callback, CLIReporter
 
+from rllib_geppo import private_ray
 from rllib_geppo.records.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
+
+#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 #: Stop keys a budget can be read from, first match wins, with how the line names them.
 BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}

@@ -34,7 +34,11 @@ from ray.tune.result import TRAINING_ITERATION
 from ray.tune.utils import flatten_dict
 from ray.tune.utils.util import SafeFallbackEncoder
 
+from rllib_geppo import private_ray
 from rllib_geppo.records.checkpoint_manifest import write_atomically
+
+#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 
 def results_dir(trial: Any) -> Path:

@@ -30,7 +30,8 @@ def algorithm_class(name: str, where: str) -> type:
     """The Algorithm class registered under `name` (RLlib's built-ins, GePPO), or a UserError."""
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.algorithms.registry import ALGORITHMS
-    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    from rllib_geppo import private_ray
 
     # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
     # builds a gymnasium env at import time (seconds, and warnings on stderr).
@@ -40,9 +41,9 @@ def algorithm_class(name: str, where: str) -> type:
         from rllib_geppo.algorithm.geppo import GePPO
 
         cls = GePPO
-    elif _global_registry.contains(TRAINABLE_CLASS, name):
-        cls = _global_registry.get(TRAINABLE_CLASS, name)
     else:
+        cls = private_ray.registered_trainable(name)
+    if cls is None:
         known = sorted({*ALGORITHMS, "GePPO", SB3_PPO})
         raise UserError(
             f"{where}: unknown algorithm 'run: {name}'.{suggest(name, known)} "

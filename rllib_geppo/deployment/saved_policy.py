@@ -53,9 +53,8 @@ class SavedPolicy:
         self.module = module
         self.env_to_module = env_to_module
         self.module_to_env = module_to_env
-        for piece in env_to_module.connectors:
-            if isinstance(piece, MeanStdFilter):
-                piece._update_stats = False  # acting must not move the trained statistics
+        # Acting must not move the trained statistics: each filter becomes a frozen copy.
+        env_to_module.connectors = [frozen(piece) for piece in env_to_module.connectors]
 
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path, module_id: str = DEFAULT_MODULE_ID) -> SavedPolicy:
@@ -99,3 +98,20 @@ class SavedPolicy:
         out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
         to_env = self.module_to_env(batch=out, **common)
         return to_env[Columns.ACTIONS_FOR_ENV][0]
+
+
+def frozen(piece: Any) -> Any:
+    """A ``MeanStdFilter`` piece as a copy with its statistics, which acting does not update
+    (``update_stats=False``); any other piece as it is."""
+    if not isinstance(piece, MeanStdFilter):
+        return piece
+    copy = MeanStdFilter(
+        input_observation_space=piece.input_observation_space,
+        input_action_space=piece.input_action_space,
+        de_mean_to_zero=piece.de_mean_to_zero,
+        de_std_to_one=piece.de_std_to_one,
+        clip_by_value=piece.clip_by_value,
+        update_stats=False,
+    )
+    copy.set_state(piece.get_state())
+    return copy

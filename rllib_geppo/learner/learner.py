@@ -75,13 +75,19 @@ class GePPOLearner(Learner):
         training_data.validate()
         training_data.solve_refs()
         self.before_gradient_based_update(timesteps=timesteps)
-        self._weights_seq_no += 1  # the version of the policy this update makes
+        version = self.weights_seq_no + 1  # the version of the policy this update makes
+        self.set_state({WEIGHTS_SEQ_NO: version})
         for module_id, module_batch in training_data.batch.policy_batches.items():
             stats, steps_trained = self.update_module(module_id, dict(module_batch), inputs[module_id])
             self.metrics.log_dict(stats, key=module_id, window=1)
             self._log_steps_trained(module_id, steps_trained)
         self.after_gradient_based_update(timesteps=timesteps)
         return self.metrics.reduce()
+
+    @property
+    def weights_seq_no(self) -> int:
+        """The version of the learner's weights: RLlib's count of the updates they took."""
+        return self.get_state(components=[])[WEIGHTS_SEQ_NO]
 
     def update_module(
         self, module_id: ModuleID, layout: dict[str, np.ndarray], inputs: UpdateInputs
@@ -92,7 +98,7 @@ class GePPOLearner(Learner):
 
     def _log_steps_trained(self, module_id: ModuleID, steps: int) -> None:
         """RLlib's step counters, once per update (RLlib's own loop logs them per minibatch)."""
-        self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
+        self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self.weights_seq_no, window=1)
         self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum")
         self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum")
         for key, reduce in (

@@ -119,7 +119,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     def set_state(self, state: dict[str, Any]) -> None:
         # RLlib's Learner skips module weights older than its own (but adopts their version and
         # optimizer state): a restore into a live learner must take them all.
-        older = 0 < state.get(WEIGHTS_SEQ_NO, 0) <= self._weights_seq_no
+        older = 0 < state.get(WEIGHTS_SEQ_NO, 0) <= self.weights_seq_no
         super().set_state(state)
         if older and COMPONENT_RL_MODULE in state:
             self.module.set_state(state[COMPONENT_RL_MODULE])

@@ -30,6 +30,7 @@ from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 from torch import nn
 
+from rllib_geppo import private_ray
 from rllib_geppo.core import objective
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.gradients import clip_gradients_
@@ -37,6 +38,10 @@ from rllib_geppo.core.schedules import value_at
 from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
+
+#: The old stack's internals this module reads: the policy's set-up, as RLlib's own
+#: ``TorchPolicyV2`` subclasses do it, and the config dict's ``_model_config``.
+PRIVATE_RAY_NAMES = private_ray.OLD_STACK
 
 #: Marks the last step of each trajectory chunk, written at collection time (one chunk per
 #: ``postprocess_trajectory`` call).

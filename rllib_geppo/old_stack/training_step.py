@@ -36,19 +36,24 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.learner_info import LEARNER_STATS_KEY
 from ray.rllib.utils.typing import ResultDict
 
+from rllib_geppo import private_ray
 from rllib_geppo.core.minibatches import epoch_orders, minibatch_shape
 from rllib_geppo.core.module_stores import ModuleStores
 from rllib_geppo.core.segments import Segment
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.torch_policy import SEGMENT_END, GePPOTorchPolicy
 
+#: The old stack's internals this module reads: ``Algorithm._timers`` and ``_counters``.
+PRIVATE_RAY_NAMES = private_ray.OLD_STACK
 
-def training_step_old_api_stack(
-    stores: ModuleStores, workers: Any, config: Any, *, iteration: int, timers: dict, counters: dict
-) -> ResultDict:
-    """One GePPO iteration on the old API stack (see the module docstring): the Algorithm's
-    module stores, its RolloutWorkers (``EnvRunnerGroup``) and config, the iteration's number
-    and RLlib's old-stack timers and step counters, which this step fills."""
+
+def training_step_old_api_stack(algorithm: Any) -> ResultDict:
+    """One GePPO iteration of ``algorithm`` (a :class:`~rllib_geppo.GePPO`) on the old API stack
+    (see the module docstring): its module stores, RolloutWorkers and config, and RLlib's
+    old-stack timers and step counters, which this step fills."""
+    stores: ModuleStores = algorithm.stores
+    workers, config, iteration = algorithm.env_runner_group, algorithm.config, algorithm.iteration + 1
+    timers, counters = algorithm._timers, algorithm._counters
     with timers[SAMPLE_TIMER]:
         batch = synchronous_parallel_sample(
             worker_set=workers,

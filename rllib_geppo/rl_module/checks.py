@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.common.frame_stacking import FrameStacking
 from ray.rllib.connectors.env_to_module import MeanStdFilter
@@ -27,6 +26,7 @@ from ray.rllib.env.env_context import EnvContext
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
+from rllib_geppo import private_ray
 from rllib_geppo.rl_module.apis import value_function_attributes
 from rllib_geppo.rl_module.torch_rl_module import check_spaces, normalizes_observations
 
@@ -162,7 +162,9 @@ def module_problems(config: AlgorithmConfig) -> list[str]:
     if key in _PASSED:
         return []
     try:
-        _, creator = Algorithm._get_env_id_and_creator(config.env, config)
+        creator = private_ray.env_creator(config)
+        if creator is None:  # RLlib's lookup has moved (logged): each trial checks its spaces
+            return []
         check_module_spaces(config, creator)
     except ValueError as err:
         return [str(err)]
@@ -176,7 +178,7 @@ def module_problems(config: AlgorithmConfig) -> list[str]:
         )
         return []
     # The objects whose repr (an address) the key holds stay alive: no address is reused.
-    _PASSED[key] = (config.env, config.policy_mapping_fn, config._env_to_module_connector)
+    _PASSED[key] = (config.env, config.policy_mapping_fn, private_ray.env_to_module_connector(config))
     return []
 
 
@@ -197,10 +199,10 @@ def _module_check_key(config: AlgorithmConfig) -> str:
             config.enable_env_runner_and_connector_v2,
             config.is_multi_agent
             and (sorted(config.policies), config.policy_mapping_fn, config.policies_to_train),
-            config._rl_module_spec,
-            config._model_config,
+            private_ray.user_rl_module_spec(config),
+            private_ray.user_model_config(config),
             config.model,
-            config._env_to_module_connector,
+            private_ray.env_to_module_connector(config),
             config.observation_filter,
         )
     )

@@ -335,17 +335,6 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         log MIN_STD, plus log of the action bounds' half range."""
         return torch.clamp(self.log_std, min=math.log(MIN_STD)) + torch.log(self.action_half_range)
 
-    # No layer here acts differently in train and eval mode (no dropout, no batch norm), so
-    # acting skips the eval()/train() walk over the submodules that TorchRLModule does around
-    # every call: on an EnvRunner that is twice per env step, for nothing.
-    @override(TorchRLModule)
-    def forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        return self._forward_exploration(batch, **kwargs)
-
-    @override(TorchRLModule)
-    def forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        return self._forward_inference(batch, **kwargs)
-
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Values go through forward_train too: one forward pass gives the loss all it needs.

@@ -22,7 +22,8 @@ import numpy as np
 from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_step_passive_checker
 from ray.rllib.env.env_context import EnvContext
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
-from ray.tune.registry import ENV_CREATOR, _global_registry
+
+from rllib_geppo import private_ray
 
 
 def is_class_path(env: Any) -> bool:
@@ -33,7 +34,7 @@ def is_class_path(env: Any) -> bool:
         and "." in env
         and ":" not in env
         and env not in gym.registry
-        and not _global_registry.contains(ENV_CREATOR, env)
+        and not private_ray.is_registered_env(env)
     )
 
 

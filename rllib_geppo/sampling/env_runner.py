@@ -34,18 +34,29 @@ import time
 import numpy as np
 import torch
 from gymnasium.wrappers.vector import DictInfoToList
+from ray.rllib.core import COMPONENT_MODULE_TO_ENV_CONNECTOR
 from ray.rllib.env.env_errors import StepFailedRecreateEnvError
 from ray.rllib.env.env_runner import ENV_STEP_FAILURE, NUM_ENV_STEP_FAILURES_LIFETIME
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import ENV_STEP_TIMER
 
+from rllib_geppo import private_ray
 from rllib_geppo.sampling.env_checks import reward_problem
 from rllib_geppo.sampling.lean_sampling import LeanSampling, infos_as_list
-from rllib_geppo.sampling.pipelines import LEAN_PIPELINES, FusedModuleToEnvPipeline
+from rllib_geppo.sampling.pipelines import LEAN_SAMPLING, FusedModuleToEnvPipeline
 from rllib_geppo.sampling.staggered_starts import FirstEpisodeLimit, first_episode_limit, num_training_envs
 
 logger = logging.getLogger(__name__)
+
+#: RLlib's internals the EnvRunners rely on: their seeds and the multi-agent reward check, and
+#: the lean sampling path's env step tally (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = (private_ray.ENV_RUNNERS, private_ray.LEAN_SAMPLING)
+
+#: Whether GePPO's seeds and reward check run on the installed Ray, decided once, at import.
+OWN_SEEDS = private_ray.usable(
+    private_ray.ENV_RUNNERS, "GePPO's EnvRunner seeds and multi-agent reward check"
+)
 
 
 def sampler_seeds(
@@ -146,7 +157,7 @@ class GePPOEnvRunner(ReportsItsFailure, LeanSampling, SingleAgentEnvRunner):
 
     def _apply_seeds(self) -> None:
         """Seed the envs' next reset and the actions from :func:`sampler_seeds`."""
-        if self.config.seed is None or self.env is None:
+        if self.config.seed is None or self.env is None or not OWN_SEEDS:
             return
         env_seeds, action_seed = sampler_seeds(
             self.config.seed,
@@ -157,8 +168,9 @@ class GePPOEnvRunner(ReportsItsFailure, LeanSampling, SingleAgentEnvRunner):
         )
         self._seed = env_seeds  # RLlib passes it to the vector env's reset after make_env
         torch.manual_seed(action_seed)
-        if isinstance(self._module_to_env, FusedModuleToEnvPipeline):
-            self._module_to_env.rng = torch.Generator().manual_seed(action_seed)
+        module_to_env = dict(self.get_checkpointable_components())[COMPONENT_MODULE_TO_ENV_CONNECTOR]
+        if isinstance(module_to_env, FusedModuleToEnvPipeline):
+            module_to_env.rng = torch.Generator().manual_seed(action_seed)
 
     def reseed(self, restarts: int) -> None:
         """New seeds after this EnvRunner's restart number ``restarts`` (a restarted actor is
@@ -210,9 +222,10 @@ class GePPOEnvRunner(ReportsItsFailure, LeanSampling, SingleAgentEnvRunner):
         RLlib times every step into its ``MetricsLogger`` and increments a Prometheus counter;
         here a step adds to two numbers, and :meth:`_tally_env_steps` logs the mean step time
         and the count once per call. A failing step is handled as RLlib handles it. Under an
-        untested Ray (``LEAN_PIPELINES`` false) RLlib's own method runs.
+        Ray where the lean sampling path steps aside (``LEAN_SAMPLING`` false) RLlib's own
+        method runs.
         """
-        if not LEAN_PIPELINES:
+        if not LEAN_SAMPLING:
             return super()._try_env_step(actions)
         start = time.perf_counter()
         try:

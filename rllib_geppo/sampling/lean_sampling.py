@@ -17,7 +17,8 @@ callbacks) and changes only the costs:
 
 It serves GePPO's own module with flat observations and Box actions on the CPU, sampling with
 exploration through the fused pipelines (RLlib's default connectors). Anything else (a user's
-connectors or module, discrete actions, images, greedy or random actions, an untested Ray)
+connectors or module, discrete actions, images, greedy or random actions, a Ray where the
+lean sampling path steps aside: :mod:`rllib_geppo.private_ray`)
 takes RLlib's loop: :func:`lean_sampling_problem` says why, and ``sampling_path`` says which
 loop ran last.
 """
@@ -33,9 +34,13 @@ from ray.rllib.env.env_runner import ENV_STEP_FAILURE
 from ray.rllib.utils.metrics import RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
 from torch import nn
 
+from rllib_geppo import private_ray
 from rllib_geppo.core.numpy_policy import ACTIVATIONS, NumpyGaussianMLP, sample_actions
 from rllib_geppo.rl_module.torch_rl_module import OBS_CLIP, GePPOTorchRLModule
-from rllib_geppo.sampling.pipelines import LEAN_PIPELINES, FusedEnvToModulePipeline, FusedModuleToEnvPipeline
+from rllib_geppo.sampling.pipelines import LEAN_SAMPLING, FusedEnvToModulePipeline, FusedModuleToEnvPipeline
+
+#: RLlib's internals the lean loop reads and overrides (see :mod:`rllib_geppo.private_ray`).
+PRIVATE_RAY_NAMES = private_ray.LEAN_SAMPLING
 
 
 def infos_as_list(infos: dict, num_envs: int) -> list[dict]:
@@ -58,8 +63,8 @@ def infos_as_list(infos: dict, num_envs: int) -> list[dict]:
 def lean_sampling_problem(runner, *, explore: bool, random_actions: bool = False) -> str | None:
     """Why ``runner`` samples with RLlib's loop instead of :class:`LeanSampling`'s, or None."""
     module = runner.module
-    if not LEAN_PIPELINES:
-        return "Ray is outside the tested release series"
+    if not LEAN_SAMPLING:
+        return "RLlib's internals it reads are not those it was tested on (logged at import)"
     if random_actions or not explore:
         return "random actions" if random_actions else "explore=False (greedy actions)"
     if not isinstance(runner._env_to_module, FusedEnvToModulePipeline) or not isinstance(

@@ -20,8 +20,8 @@ and the pipelines' episode-length counters are gone. ``tests/algorithm/test_algo
 the episodes are the same as with RLlib's own pipelines.
 
 Both rely on how RLlib calls a pipeline and on its default pieces, which are not a public API:
-under a Ray outside :data:`TESTED_RAY_VERSION` (checked at import), :func:`lean` returns RLlib's
-own pipelines unchanged, and the driver logs one warning saying so.
+on a Ray where the lean sampling path steps aside (:data:`LEAN_SAMPLING`, decided at import by
+:func:`rllib_geppo.private_ray.usable`), :func:`lean` returns RLlib's own pipelines unchanged.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import ray
 import torch
 from ray.rllib.connectors.common import (
     AddStatesFromEpisodesToBatch,
@@ -61,7 +60,9 @@ from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussi
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 
-#: RLlib 2.60's default pieces for a single-agent module, in order: what the fused pipelines fuse
+from rllib_geppo import private_ray
+
+#: RLlib's default pieces for a single-agent module, in order: what the fused pipelines fuse
 #: (multi-agent pipelines hold more pieces, so they are never fused).
 DEFAULT_ENV_TO_MODULE = (
     AddObservationsFromEpisodesToBatch,
@@ -79,30 +80,14 @@ DEFAULT_MODULE_TO_ENV = (
     ListifyDataForVectorEnv,
 )
 
-#: The Ray release series the pipelines were checked against (version prefix).
-TESTED_RAY_VERSION = "2.60."
+#: RLlib's internals that the lean sampling path relies on (this module's pipelines, the lean
+#: loop and the env step tally): see :mod:`rllib_geppo.private_ray`.
+PRIVATE_RAY_NAMES = private_ray.LEAN_SAMPLING
+
+#: Whether the lean sampling path runs on the installed Ray, decided once, at import.
+LEAN_SAMPLING = private_ray.usable(PRIVATE_RAY_NAMES, "the lean sampling path")
 
 logger = logging.getLogger(__name__)
-
-
-def check_ray_version(version: str) -> bool:
-    """Whether :func:`lean` may replace RLlib's pipelines under Ray ``version`` (a release of
-    :data:`TESTED_RAY_VERSION`). If not, logs one warning, in the driver only: EnvRunner and
-    Learner actors, which import this module too, stay quiet."""
-    if version.startswith(TESTED_RAY_VERSION):
-        return True
-    if not (ray.is_initialized() and ray.get_runtime_context().get_actor_id()):
-        logger.warning(
-            "Ray %s is outside the tested %sx: GePPO's EnvRunners use RLlib's own "
-            "connector pipelines (slower).",
-            version,
-            TESTED_RAY_VERSION,
-        )
-    return False
-
-
-#: Whether :func:`lean` replaces RLlib's pipelines, decided once, at import.
-LEAN_PIPELINES = check_ray_version(ray.__version__)
 
 
 class _Untimed:
@@ -280,9 +265,9 @@ def lean(
             the fused one handles clipping only (normalising goes through the pieces).
 
     A pipeline of any other class (a user's own) is returned unchanged, and so is every
-    pipeline under an untested Ray (:data:`LEAN_PIPELINES`).
+    pipeline where the lean sampling path steps aside (:data:`LEAN_SAMPLING`).
     """
-    if not LEAN_PIPELINES:
+    if not LEAN_SAMPLING:
         return pipeline
     spaces = {
         "input_observation_space": pipeline.input_observation_space,

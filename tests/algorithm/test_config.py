@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline, MeanStdFilter
 from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
-from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core import (
+    COMPONENT_ENV_TO_MODULE_CONNECTOR,
+    COMPONENT_MODULE_TO_ENV_CONNECTOR,
+    DEFAULT_MODULE_ID,
+)
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -331,22 +334,16 @@ def test_schedules_set_each_update_from_the_env_steps_sampled(local_ray):
     assert [r["policy_lr"] for r in results] == pytest.approx([7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4])
 
 
-# -- An untested Ray: RLlib's own EnvRunner pipelines ---------------------------------------------
+# -- Where the lean sampling path steps aside: RLlib's own EnvRunner pipelines ---------------------
 
 
-def test_untested_ray_falls_back_to_rllibs_pipelines(monkeypatch, caplog):
-    with caplog.at_level(logging.WARNING, logger=env_runner_pipelines.__name__):
-        lean = env_runner_pipelines.check_ray_version("2.61.0")
-    assert not lean and env_runner_pipelines.check_ray_version(ray.__version__)
-    assert [r.getMessage() for r in caplog.records] == [
-        "Ray 2.61.0 is outside the tested 2.60.x: GePPO's EnvRunners use RLlib's own connector "
-        "pipelines (slower)."
-    ]
-    monkeypatch.setattr(env_runner_pipelines, "LEAN_PIPELINES", lean)
+def test_where_the_lean_path_steps_aside_rllib_s_pipelines_sample(monkeypatch):
+    monkeypatch.setattr(env_runner_pipelines, "LEAN_SAMPLING", False)
     runner = SingleAgentEnvRunner(config=pendulum().env_runners(num_env_runners=0).debugging(seed=0))
     try:
-        assert type(runner._env_to_module) is EnvToModulePipeline
-        assert type(runner._module_to_env) is ModuleToEnvPipeline
+        components = dict(runner.get_checkpointable_components())
+        assert type(components[COMPONENT_ENV_TO_MODULE_CONNECTOR]) is EnvToModulePipeline
+        assert type(components[COMPONENT_MODULE_TO_ENV_CONNECTOR]) is ModuleToEnvPipeline
         episodes = runner.sample(num_timesteps=100, explore=True)
         assert sum(map(len, episodes)) == 100
         assert "env_to_module_connector" in runner.get_metrics()  # RLlib's timers are back
