@@ -1,5 +1,6 @@
-"""Environments that several test modules share: one that fails in a chosen way, and one with a
-space GePPO refuses. Shipped to Ray's workers by value (tests are no installed package)."""
+"""Environments that several test modules share: one that fails in a chosen way, one with a
+space GePPO refuses, and one that reports the actions it gets. Shipped to Ray's workers by value
+(tests are no installed package)."""
 
 import os
 import sys
@@ -57,3 +58,27 @@ class TupleActionEnv(gym.Env):
 
     def __init__(self, config=None):
         super().__init__()
+
+
+class ActionReport(gym.Env):
+    """Box actions with asymmetric bounds, [0, 10] and [-3, -1]; each step's info holds the action
+    the env got (``info["action"]``). 20 steps to an episode, reward 0."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Box(np.float32([0, -3]), np.float32([10, -1]))
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.obs(), 0.0, False, self.t >= 20, {"action": np.array(action)}
+
+    def obs(self) -> np.ndarray:
+        return self.np_random.uniform(-1, 1, 2).astype(np.float32)

@@ -68,6 +68,7 @@ from rllib_geppo.algorithm.settings import (
     UNUSED_SETTINGS,
     geppo_modules_only,
     leaves_out_old_stack_filter,
+    normalizes_actions,
     refused_settings,
     training_annotations,
     training_docstring,
@@ -118,9 +119,10 @@ class GePPOConfig(PPOConfig):
             setattr(self, name, copy.deepcopy(default))
         # Evaluation by episodes on several envs keeps those that end first: evaluate on one.
         self.evaluation_config = {"num_envs_per_env_runner": 1}
-        # The module's distribution is over env units (it normalises inside, see rl_module):
-        # RLlib must not rescale samples, only clip them to the bounds for the env.
-        self.normalize_actions = False
+        # None: validate() sets it (settings.normalizes_actions), True for a user's RLModule as
+        # in PPO, False for GePPO's, whose distribution is over env units already (it normalises
+        # inside, see rl_module): RLlib only clips its actions to the bounds.
+        self.normalize_actions = None
         self.clip_actions = True
         self.rl_module(model_config=copy.deepcopy(DEFAULT_MODEL_CONFIG))
 
@@ -294,6 +296,8 @@ class GePPOConfig(PPOConfig):
             raise ValueError(without_rllib_advice(str(err))) from None
         finally:
             self.minibatch_size = minibatch_size
+        if self.normalize_actions is None:
+            self.normalize_actions = normalizes_actions(self)
         warn_on_biased_evaluation(self)
         warn_on_shared_layers(self)
         if leaves_out_old_stack_filter(self):

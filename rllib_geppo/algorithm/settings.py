@@ -357,12 +357,13 @@ def refused_settings(config: Any) -> list[str]:
             "(rllib_geppo.StackFrames, docs/your_environment.md)."
         )
     problems += table_problems(config)
-    if config.normalize_actions:
+    if config.normalize_actions and builds_geppo_module(config):
         problems.append(
-            "`normalize_actions` must be False: GePPO's RLModule already maps its actions to "
-            "the environment's units with the action bounds it holds, and RLlib would rescale "
-            "them a second time. Fix: .environment(normalize_actions=False); clip_actions=True "
-            "keeps the actions within the bounds."
+            "`normalize_actions=True` would rescale the actions of GePPO's RLModule a second "
+            "time: the module already maps them to the environment's units with the action "
+            "bounds it holds. Fix: leave normalize_actions unset (on for your own RLModule, as in "
+            "PPO; off for GePPO's) or set it to False; clip_actions=True keeps the actions within "
+            "the bounds."
         )
     for where, model_config in geppo_model_configs(config).items():
         problems += [f"{where}{problem}" for problem in unread_model_config(model_config)]
@@ -455,11 +456,27 @@ def _unused(name: str, value: Any, default: Any, instead: str) -> str:
     return f"`{name}={value!r}`: GePPO does not use `{name}` (leave it at {default!r}): {instead}."
 
 
+def normalizes_actions(config: Any) -> bool:
+    """Whether RLlib's module-to-env pipeline maps the module's Box actions from [-1, 1] to the
+    bounds (``normalize_actions``): as set, or where left unset (None, GePPO's default) as in
+    RLlib's PPO (True) for a user's RLModule, which expects it, and never where GePPO's own
+    module acts, which maps its actions to the bounds itself (one setting serves every module
+    of a config). ``GePPOConfig.validate`` sets an unset value to this."""
+    if config.normalize_actions is not None:
+        return bool(config.normalize_actions)
+    return not builds_geppo_module(config)
+
+
+def builds_geppo_module(config: Any) -> bool:
+    """Whether any module the config builds is GePPO's own RLModule."""
+    return any(map(is_geppo_module, module_specs(config).values()))
+
+
 def geppo_model_configs(config: Any) -> dict[str, Any]:
     """The model configs that GePPO's own RLModule is built with, by where they are set
     ("" for ``.rl_module(model_config=...)``); a user's RLModule reads its own."""
     specs = module_specs(config)
-    configs = {"": private_ray.user_model_config(config)} if any(map(is_geppo_module, specs.values())) else {}
+    configs = {"": private_ray.user_model_config(config)} if builds_geppo_module(config) else {}
     for module_id, module_spec in specs.items():
         if is_geppo_module(module_spec) and getattr(module_spec, "model_config", None):
             where = f"module {module_id!r}: " if module_id is not None else "rl_module_spec: "

@@ -4,7 +4,8 @@ the EnvRunners did in training.
 An EnvRunner does not feed the environment's observation to the RLModule as it is: its
 env-to-module connectors flatten Dict and Tuple observations (and apply a user's connectors),
 and its module-to-env connectors pick the action from the module's distribution and clip it to
-the action bounds. The checkpoint keeps both pipelines beside the module; :class:`SavedPolicy`
+the action bounds (or, with ``normalize_actions``, map it from [-1, 1] to them: a user's module).
+The checkpoint keeps both pipelines beside the module; :class:`SavedPolicy`
 restores the three and runs them in that order, for any observation space GePPO trains on (flat
 Box, Dict, Tuple, discrete, images). GePPO's module normalises flat observations itself, with
 statistics it saves, so nothing else needs restoring.

@@ -17,7 +17,9 @@ by the same constant, which cancels in every ratio the loss and V-trace use.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -30,7 +32,7 @@ from ray.rllib.core.models.configs import CNNEncoderConfig
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
-from ray.rllib.models.utils import get_filter_config
+from ray.rllib.models.utils import get_filter_config, get_initializer_fn
 from ray.rllib.utils.annotations import override
 from torch import nn
 
@@ -50,6 +52,15 @@ MODEL_CONFIG_KEYS = (
     "conv_filters",
     "conv_activation",
     "init_std_multiple",
+)
+#: RLlib's initializers (a ``torch.nn.init`` function or its name, and its keyword arguments)
+#: that the module reads, as RLlib's PPO applies them: the ``fcnet_`` ones to every hidden layer
+#: of the MLPs (:func:`hidden_layer_init`), the ``conv_`` ones to the CNN encoders.
+INITIALIZER_KEYS = tuple(
+    f"{stack}_{part}_initializer{kwargs}"
+    for stack in ("fcnet", "conv")
+    for part in ("kernel", "bias")
+    for kwargs in ("", "_kwargs")
 )
 #: Keys of RLlib's default modules that this module does not read, at the value that describes
 #: it: they may be set to that value (a config copied from PPO), never to another.
@@ -73,6 +84,13 @@ _WHY_UNREAD = {
     "head_fcnet_hiddens": "the module has no head layers: put all hidden layers in fcnet_hiddens",
     "free_log_std": "the policy's log-std is always a free parameter, independent of the state "
     "(as in the paper)",
+    **{
+        f"head_fcnet_{part}_initializer{kwargs}": "the module has no head layers, and RLlib's PPO "
+        "does not read it either (its heads keep their default init); the output layers keep the "
+        "paper's orthogonal init (gain 0.01 for the policy, 1.0 for the value)"
+        for part in ("kernel", "bias")
+        for kwargs in ("", "_kwargs")
+    },
 }
 
 
@@ -136,6 +154,7 @@ def unread_model_config(model_config: Any) -> list[str]:
             )
         if (
             key in MODEL_CONFIG_KEYS
+            or key in INITIALIZER_KEYS
             or value is None
             or (key in MODEL_CONFIG_AS_BUILT and value == MODEL_CONFIG_AS_BUILT[key])
         ):
@@ -148,7 +167,8 @@ def unread_model_config(model_config: Any) -> list[str]:
         )
         problems.append(
             f"model_config[{key!r}]={value!r} would be ignored: {why}. GePPO's RLModule reads "
-            f"{', '.join(MODEL_CONFIG_KEYS[:-1])} only. Fix: {fix}; for another architecture, "
+            f"{', '.join(MODEL_CONFIG_KEYS[:-1])} and RLlib's fcnet_ and conv_ initializers only. "
+            f"Fix: {fix}; for another architecture, "
             "pass your own RLModule (.rl_module(rl_module_spec=...), docs/your_environment.md)."
         )
     return problems
@@ -226,18 +246,52 @@ def action_units(action_space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:
     return center, half_range
 
 
-def mlp(sizes: list[int], activation: str, out_gain: float) -> nn.Sequential:
-    """MLP with orthogonal init: gain sqrt(2) on hidden layers, ``out_gain`` on the output."""
+def mlp(
+    sizes: list[int], activation: str, out_gain: float, hidden_init: Callable[[nn.Linear], None]
+) -> nn.Sequential:
+    """MLP whose hidden layers ``hidden_init`` initialises (:func:`hidden_layer_init`) and whose
+    output layer has the paper's init: orthogonal with gain ``out_gain``, zero bias."""
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         linear = nn.Linear(fan_in, fan_out)
         last = i == len(sizes) - 2
-        nn.init.orthogonal_(linear.weight, gain=out_gain if last else math.sqrt(2))
-        nn.init.zeros_(linear.bias)
+        if last:
+            nn.init.orthogonal_(linear.weight, gain=out_gain)
+            nn.init.zeros_(linear.bias)
+        else:
+            hidden_init(linear)
         layers.append(linear)
         if not last:
             layers.append(_ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
+
+
+def hidden_layer_init(model_config: Mapping[str, Any]) -> Callable[[nn.Linear], None]:
+    """How the MLPs' hidden layers are initialised: the weights by ``fcnet_kernel_initializer``
+    and the biases by ``fcnet_bias_initializer`` (each with its ``_kwargs``) where
+    ``model_config`` sets them, as RLlib's PPO initialises the layers of ``fcnet_hiddens``;
+    otherwise by the paper's init, orthogonal with gain sqrt(2) and zero biases. The output
+    layers keep the paper's init either way, as RLlib's PPO heads keep theirs."""
+    kernel = _initializer(model_config, "fcnet_kernel_initializer") or functools.partial(
+        nn.init.orthogonal_, gain=math.sqrt(2)
+    )
+    bias = _initializer(model_config, "fcnet_bias_initializer") or nn.init.zeros_
+
+    def init(linear: nn.Linear) -> None:
+        kernel(linear.weight)
+        bias(linear.bias)
+
+    return init
+
+
+def _initializer(model_config: Mapping[str, Any], key: str) -> Callable[[torch.Tensor], Any] | None:
+    """The initializer ``model_config[key]`` names, resolved by RLlib's ``get_initializer_fn``
+    (a ``torch.nn.init`` function, or its name such as "xavier_uniform_") and called with
+    ``model_config[key + "_kwargs"]``; None where unset."""
+    fn = get_initializer_fn(model_config.get(key), framework="torch")
+    if fn is None:
+        return None
+    return functools.partial(fn, **(model_config.get(f"{key}_kwargs") or {}))
 
 
 class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
@@ -253,8 +307,9 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     network's, default: those of ``fcnet_hiddens``; the paper's wide-network runs widen the
     policy only), ``fcnet_activation`` (default "tanh"), ``conv_filters`` (default: RLlib's
     for the image size, ``ray.rllib.models.utils.get_filter_config``), ``conv_activation``
-    (default "relu") and ``init_std_multiple`` (set from the GePPO config: the initial std in
-    normalised action units, i.e. multiple * half the action range in environment units).
+    (default "relu"), ``init_std_multiple`` (set from the GePPO config: the initial std in
+    normalised action units, i.e. multiple * half the action range in environment units) and
+    RLlib's initializers (:data:`INITIALIZER_KEYS`; default: the paper's orthogonal init).
     """
 
     @override(RLModule)
@@ -262,6 +317,7 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         check_spaces(self.observation_space, self.action_space)
         layers = mlp_config(self.model_config)
         hiddens, activation = layers["fcnet_hiddens"], layers["fcnet_activation"]
+        hidden_init = hidden_layer_init(self.model_config)
         self.log_std = None
         if is_image(self.observation_space):
             low, high = float(self.observation_space.low.min()), float(self.observation_space.high.max())
@@ -278,7 +334,7 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         space = self.action_space
         if isinstance(space, gym.spaces.Box):
             action_dim = space.shape[0]
-            self.pi = mlp([features, *hiddens, action_dim], activation, 0.01)
+            self.pi = mlp([features, *hiddens, action_dim], activation, 0.01, hidden_init)
             multiple = self.model_config.get("init_std_multiple", 1.0)
             self.log_std = nn.Parameter(torch.full((action_dim,), math.log(max(multiple, MIN_STD))))
             center, half_range = action_units(space)
@@ -286,12 +342,12 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             self.register_buffer("action_half_range", torch.as_tensor(half_range, dtype=torch.float32))
         else:
             categories = category_sizes(space)
-            self.pi = mlp([features, *hiddens, sum(categories)], activation, 0.01)
+            self.pi = mlp([features, *hiddens, sum(categories)], activation, 0.01, hidden_init)
             if not isinstance(space, gym.spaces.Discrete):
                 self.action_dist_cls = TorchMultiCategorical.get_partial_dist_cls(input_lens=categories)
         if not self.inference_only:
             self.vf_encoder = self._cnn() if self.pi_encoder is not None else None
-            self.vf = mlp([features, *layers["vf_fcnet_hiddens"], 1], activation, 1.0)
+            self.vf = mlp([features, *layers["vf_fcnet_hiddens"], 1], activation, 1.0, hidden_init)
 
     def _cnn_config(self) -> CNNEncoderConfig:
         shape = list(self.observation_space.shape)
@@ -300,6 +356,10 @@ class GePPOTorchRLModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             input_dims=shape,
             cnn_filter_specifiers=filters,
             cnn_activation=self.model_config.get("conv_activation", "relu"),
+            cnn_kernel_initializer=self.model_config.get("conv_kernel_initializer"),
+            cnn_kernel_initializer_config=self.model_config.get("conv_kernel_initializer_kwargs"),
+            cnn_bias_initializer=self.model_config.get("conv_bias_initializer"),
+            cnn_bias_initializer_config=self.model_config.get("conv_bias_initializer_kwargs"),
         )
 
     def _cnn(self) -> nn.Module:

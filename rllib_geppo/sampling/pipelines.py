@@ -148,9 +148,17 @@ class FusedEnvToModulePipeline(UntimedEnvToModulePipeline):
         args, kwargs = super().get_ctor_args_and_kwargs()
         return args, {**kwargs, "device": None if self.device is None else str(self.device)}
 
-    def __call__(self, *, rl_module, batch: dict | None = None, episodes, **kwargs) -> dict[str, Any]:
+    def __call__(
+        self, *, rl_module, batch: dict | None = None, episodes, shared_data: dict | None = None, **kwargs
+    ) -> dict[str, Any]:
         if batch or rl_module.is_stateful():
-            return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+            return super().__call__(
+                rl_module=rl_module, batch=batch, episodes=episodes, shared_data=shared_data, **kwargs
+            )
+        if shared_data is not None:
+            # The episode of each row, as BatchIndividualItems leaves it for a module-to-env
+            # pipeline that runs RLlib's pieces (UnBatchToIndividualItems), not fused ones.
+            shared_data["memorized_map_structure"] = [episode.id_ for episode in episodes]
         return self.from_observations(np.stack([episode.get_observations(-1) for episode in episodes]))
 
     def from_observations(self, observations: np.ndarray) -> dict[str, Any]:

@@ -219,7 +219,13 @@ def test_minibatches_are_checked_against_the_store_not_the_new_samples():
             {"fcnet_hidden": [32]},
             "model_config['fcnet_hidden']=[32] would be ignored: it is not a "
             "setting of GePPO's module. GePPO's RLModule reads fcnet_hiddens, "
-            "vf_fcnet_hiddens, fcnet_activation, conv_filters, conv_activation only. Fix: leave it out",
+            "vf_fcnet_hiddens, fcnet_activation, conv_filters, conv_activation and RLlib's fcnet_ "
+            "and conv_ initializers only. Fix: leave it out",
+        ),
+        (
+            {"head_fcnet_kernel_initializer": "xavier_uniform_"},
+            "model_config['head_fcnet_kernel_initializer']='xavier_uniform_' would be ignored: the "
+            "module has no head layers, and RLlib's PPO does not read it either",
         ),
         (
             {"fcnet_activation": "swish"},
@@ -236,15 +242,16 @@ def test_model_settings_the_module_would_ignore_are_refused_by_name(model_config
 
 
 def test_model_settings_that_describe_the_module_pass():
-    """PPO's settings at the values that describe GePPO's module, None (nothing asked), and
-    RLlib's DefaultModelConfig with fields left at their defaults."""
+    """PPO's settings at the values that describe GePPO's module, an initializer it applies,
+    None (nothing asked), and RLlib's DefaultModelConfig with fields left at their defaults."""
     pendulum().rl_module(
         model_config={
             "fcnet_hiddens": [32],
             "vf_share_layers": False,
             "head_fcnet_hiddens": [],
             "free_log_std": True,
-            "fcnet_kernel_initializer": None,
+            "fcnet_kernel_initializer": "xavier_uniform_",
+            "fcnet_bias_initializer": None,
         }
     ).validate()
     pendulum().rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[32])).validate()

@@ -1,19 +1,23 @@
 """A policy restored from a checkpoint acts as the EnvRunner acted in training: flat Box (GePPO's
-own normalisation), Dict (RLlib's flattening connector), image (CNN) observations, and RLlib's
+own normalisation), Dict (RLlib's flattening connector), image (CNN) observations, RLlib's
 MeanStdFilter connector, whose place GePPO's module takes, so that the module restored alone
-returns what the trained policy returned."""
+returns what the trained policy returned, and a user's module whose actions RLlib rescales."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from ray import tune
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.connectors.env_to_module import MeanStdFilter
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 
 from rllib_geppo import GePPOConfig, SavedPolicy
 from rllib_geppo.examples.cartpole_dict import CartPoleDict
+
+from envs import ActionReport
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -166,3 +170,32 @@ def test_a_policy_trained_without_clipping_acts_unclipped_when_deployed(tmp_path
     policy = SavedPolicy.from_checkpoint(checkpoint)
     assert policy.act(np.zeros(3, np.float32)) == pytest.approx([10.0])
     assert policy.module_to_env.clip_actions is False
+
+
+def test_a_users_module_deployed_acts_with_rllibs_action_rescaling(tmp_path):
+    """RLlib's PPO module, normalize_actions left unset (on for a user's module, as in PPO): on
+    the observations of a greedy episode, the restored policy sends the env what the EnvRunner
+    sent, each greedy action mapped from [-1, 1] to the bounds [0, 10] x [-3, -1]."""
+    algo = (
+        GePPOConfig()
+        .environment(ActionReport)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+        )
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+        .build_algo()
+    )
+    try:
+        checkpoint = algo.save_to_path(str(tmp_path))
+        [episode] = algo.env_runner.sample(num_episodes=1, explore=False)
+    finally:
+        algo.stop()
+    policy = SavedPolicy.from_checkpoint(checkpoint)
+    acted = np.array([policy.act(obs) for obs in episode.get_observations()[:-1]])
+    sent = np.array([info["action"] for info in episode.get_infos()[1:]])
+    low, high = ActionReport.action_space.low, ActionReport.action_space.high
+    mapped = np.clip(low + (episode.get_actions() + 1.0) * (high - low) / 2.0, low, high)
+    np.testing.assert_allclose(sent, mapped, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(acted, sent, rtol=1e-5, atol=1e-6)
+    assert ((mapped > low) & (mapped < high)).all(axis=1).any()  # not all at a bound, as clipped alone

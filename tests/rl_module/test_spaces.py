@@ -1,6 +1,7 @@
 """The spaces and models RLlib's PPO takes: images through a CNN, Dict observations through
-RLlib's flattening connector, MultiDiscrete and MultiBinary actions, a user's own RLModule; and
-the ones GePPO refuses (recurrent models, modules without values), before any worker starts."""
+RLlib's flattening connector, MultiDiscrete and MultiBinary actions, RLlib's initializers, a
+user's own RLModule with RLlib's action rescaling; and the ones GePPO refuses (recurrent models,
+modules without values), before any worker starts."""
 
 import math
 import sys
@@ -9,14 +10,17 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
+import torch
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.connectors.env_to_module import MeanStdFilter
 from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.models.torch.encoder import TorchCNNEncoder
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from torch import nn
 
 from rllib_geppo import GePPO, GePPOConfig, StackFrames
 from rllib_geppo.core.columns import GePPOColumns as C
@@ -24,6 +28,7 @@ from rllib_geppo.examples.cartpole_dict import MAX_EPISODE_STEPS, CartPoleDict
 from rllib_geppo.learner.learner import OPTIMIZER
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
 
+from envs import ActionReport
 from helpers import METRICS
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners make this module's envs
@@ -240,12 +245,127 @@ def test_stack_frames_concatenates_the_last_observations_on_their_last_axis():
         StackFrames(CartPoleDict(), 2)
 
 
-def test_zero_width_action_dimension_and_normalize_actions_are_refused():
+def test_zero_width_action_dimension_is_refused():
     from rllib_geppo.rl_module.torch_rl_module import check_spaces
 
     obs_space = gym.spaces.Box(-1.0, 1.0, (3,))
     with pytest.raises(ValueError, match=r"action dimension 1 of .* has low = 0.5 and high = 0.5"):
         check_spaces(obs_space, gym.spaces.Box(np.float32([-1, 0.5]), np.float32([1, 0.5])))
     check_spaces(obs_space, gym.spaces.Box(np.float32([-1, -np.inf]), np.float32([1, np.inf])))
-    with pytest.raises(ValueError, match="`normalize_actions` must be False: GePPO's RLModule"):
-        GePPOConfig().environment("Pendulum-v1").environment(normalize_actions=True).validate()
+
+
+# -- RLlib's initializers ----------------------------------------------------------------------
+
+
+def built(model_config, observation_space=None, action_space=None):
+    """GePPO's module, for a flat observation of 3 and a Box action of 1 unless given."""
+    return RLModuleSpec(
+        module_class=GePPOTorchRLModule,
+        observation_space=observation_space or gym.spaces.Box(-1.0, 1.0, (3,)),
+        action_space=action_space or gym.spaces.Box(-2.0, 2.0, (1,)),
+        model_config=model_config,
+    ).build()
+
+
+def assert_orthogonal(linear: nn.Linear, gain: float) -> None:
+    """The paper's init: orthogonal rows or columns (whichever are fewer) of norm ``gain``, zero bias."""
+    w = linear.weight.detach().double()
+    gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+    torch.testing.assert_close(
+        gram, gain**2 * torch.eye(len(gram), dtype=torch.double), rtol=0, atol=1e-5 * gain**2
+    )
+    assert not linear.bias.detach().any()
+
+
+def test_rllibs_fcnet_initializers_set_the_hidden_layers_and_the_paper_init_stays_the_default():
+    """RLlib's MeanStdFilter example's model_config: xavier_uniform_ weights, U(-a, a) with
+    a = sqrt(6 / (fan_in + fan_out)), so variance a^2 / 3, and biases of the constant given, in every
+    hidden layer of both networks, as RLlib's PPO initialises its encoder; the output layers keep
+    the paper's orthogonal init (gain 0.01 policy, 1.0 value), as PPO's heads keep theirs."""
+    torch.manual_seed(0)
+    xavier = built(
+        DefaultModelConfig(
+            fcnet_hiddens=[256, 256],
+            fcnet_kernel_initializer=torch.nn.init.xavier_uniform_,
+            fcnet_bias_initializer="constant_",  # a name, resolved as RLlib resolves it
+            fcnet_bias_initializer_kwargs={"val": 0.1},
+        )
+    )
+    default = built({"fcnet_hiddens": [256, 256]})
+    for module in (xavier, default):
+        assert_orthogonal(module.pi[4], 0.01)
+        assert_orthogonal(module.vf[4], 1.0)
+    for layer in (xavier.pi[0], xavier.pi[2], xavier.vf[0], xavier.vf[2]):
+        fan_out, fan_in = layer.weight.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        assert layer.weight.abs().max() <= bound
+        if fan_in == 256:  # 65,536 weights: their variance within 2% of bound^2 / 3
+            assert float(layer.weight.detach().var()) == pytest.approx(bound**2 / 3, rel=0.02)
+        assert (layer.bias == 0.1).all()
+    for layer in (default.pi[0], default.pi[2], default.vf[0], default.vf[2]):
+        assert_orthogonal(layer, math.sqrt(2))
+    with pytest.raises(ValueError, match="Not an in-place initializer"):
+        built({"fcnet_kernel_initializer": "xavier_uniform"})
+
+
+def test_rllibs_conv_initializers_set_the_cnn_encoders():
+    image = built(
+        {"conv_bias_initializer": "constant_", "conv_bias_initializer_kwargs": {"val": 0.5}},
+        observation_space=gym.spaces.Box(0.0, 1.0, (10, 10, 4)),
+        action_space=gym.spaces.Discrete(3),
+    )
+    for encoder in (image.pi_encoder, image.vf_encoder):
+        biases = [p for name, p in encoder.named_parameters() if name.endswith("bias")]
+        assert biases and all((bias == 0.5).all() for bias in biases)
+
+
+# -- normalize_actions -------------------------------------------------------------------------
+
+
+def with_ppo_module(config: GePPOConfig) -> GePPOConfig:
+    return config.rl_module(
+        rl_module_spec=RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+    )
+
+
+def test_normalize_actions_left_unset_is_ppos_for_a_users_module_and_off_for_geppos():
+    """RLlib's PPO rescales a module's Box actions from [-1, 1] to the bounds by default: so does
+    GePPO for a user's module; GePPO's own maps them itself, and refuses a second mapping."""
+    geppo, users = (
+        GePPOConfig().environment(ActionReport),
+        with_ppo_module(GePPOConfig().environment(ActionReport)),
+    )
+    assert geppo.normalize_actions is None and users.normalize_actions is None
+    geppo.validate()
+    users.validate()
+    assert geppo.normalize_actions is False and users.normalize_actions is True
+    with pytest.raises(
+        ValueError, match="`normalize_actions=True` would rescale the actions of GePPO's RLModule"
+    ):
+        GePPOConfig().environment(ActionReport, normalize_actions=True).validate()
+    with_ppo_module(GePPOConfig().environment(ActionReport, normalize_actions=False)).validate()
+
+
+@pytest.mark.parametrize("normalize_actions", [True, False])
+def test_a_users_module_gets_rllibs_action_rescaling(normalize_actions):
+    """RLlib's EnvRunner sampling RLlib's PPO module: the env gets each sampled action (the
+    episode's) mapped from [-1, 1] to the bounds [0, 10] x [-3, -1] and clipped there
+    (normalize_actions=True), or clipped only (False)."""
+    config = with_ppo_module(
+        GePPOConfig()
+        .environment(ActionReport, normalize_actions=normalize_actions)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    try:
+        episodes = algo.env_runner.sample(num_timesteps=100, random_actions=False)
+    finally:
+        algo.stop()
+    sampled = np.concatenate([episode.get_actions() for episode in episodes])
+    got = np.stack([info["action"] for episode in episodes for info in episode.get_infos()[1:]])
+    low, high = ActionReport.action_space.low, ActionReport.action_space.high
+    mapped = low + (sampled + 1.0) * (high - low) / 2.0 if normalize_actions else sampled
+    expected = np.clip(mapped, low, high)
+    assert ((expected > low) & (expected < high)).all(axis=1).sum() >= 5  # some not at a bound
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
