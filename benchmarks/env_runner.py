@@ -38,10 +38,10 @@ from ray.rllib.core.rl_module.torch import TorchRLModule  # noqa: E402
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner  # noqa: E402
 
 from rllib_geppo import GePPOConfig  # noqa: E402
-from rllib_geppo.core.numpy_policy import sample_actions  # noqa: E402
 from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule  # noqa: E402
 from rllib_geppo.sampling.env_runner import GePPOEnvRunner  # noqa: E402
 from rllib_geppo.sampling.lean_sampling import numpy_policy  # noqa: E402
+from rllib_geppo.sampling.numpy_actor import sample_actions  # noqa: E402
 
 
 def rllib_pipelines(runner: SingleAgentEnvRunner, config: GePPOConfig) -> None:

@@ -39,6 +39,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.learner.learner import OPTIMIZER
+from rllib_geppo.learner.step_path import StepChoice
 from rllib_geppo.learner.torch_learner import hand_step_for
 
 CLIP_EPS = 0.1
@@ -67,11 +68,9 @@ def learner(env_id: str, compiled: bool):
 def hand_step(env_id: str, compiled: bool, ahead_of_time: bool = True):
     """The hand-derived step of a fresh learner's module, ready for an update's steps."""
     lrn = learner(env_id, False)
+    path = ("hand_aot" if ahead_of_time else "hand_compiled") if compiled else "hand_eager"
     manual = hand_step_for(
-        lrn.module[DEFAULT_MODULE_ID].unwrapped(),
-        lrn.config,
-        0 if compiled else None,
-        ahead_of_time=ahead_of_time,
+        lrn.module[DEFAULT_MODULE_ID].unwrapped(), lrn.config, StepChoice(path, 0 if compiled else None)
     )
     manual.begin(
         lrn.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER), policy_lr=3e-4, vf_lr=3e-4, entropy_coeff=0.0

@@ -202,7 +202,7 @@ def print_compile_cost(name: str, step: CompiledStep, *, saved: float) -> None:
         return
     repaid = f"{step.compile_seconds / saved:.0f} updates" if saved > 0 else "never"
     print(
-        f"  {name}: compiling took {step.compile_seconds:.1f} s ({step.graphs_compiled} graph); it "
+        f"  {name}: compiling took {step.compile_seconds:.1f} s; it "
         f"saves {saved:.3f} s per update of {EPOCHS * MINIBATCHES} steps, repaid after {repaid}"
     )
 

@@ -27,6 +27,7 @@ steps, the preset (``rllib_geppo.presets.SCALE``, 20 steps) and 8 steps
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import statistics
 import time
@@ -36,14 +37,17 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
+from rllib_geppo.learner.step_path import StepChoice
 from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 from rllib_geppo.presets import SCALE
 
 
 class TorchCompileLearner(GePPOTorchLearner):
-    """GePPO's learner with the hand-derived step compiled by ``torch.compile`` only."""
+    """GePPO's learner with the hand-derived step compiled by ``torch.compile``, not ahead of time."""
 
-    hand_step_ahead_of_time = False
+    def step_choice(self, module_id: str) -> StepChoice:
+        choice = super().step_choice(module_id)
+        return dataclasses.replace(choice, path="hand_compiled") if choice.path == "hand_aot" else choice
 
 
 PAPER = "paper (320 steps)"

@@ -24,7 +24,6 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 
 
 def minibatch(
@@ -49,12 +48,6 @@ def minibatch(
     return {name: tensor.to(device) for name, tensor in data.items()}
 
 
-class CudaGraphLearner(GePPOTorchLearner):
-    """GePPO's learner with its compiled step replayed as a CUDA graph."""
-
-    step_inductor_options = {"triton.cudagraphs": True}
-
-
 def learner(env: gym.Env, device: str, mode: str):
     """A GePPO learner on ``device`` whose gradient step runs as ``mode`` ("eager", "compiled"
     or "cuda-graph": compiled, each shape's step replayed as a CUDA graph)."""
@@ -64,7 +57,6 @@ def learner(env: gym.Env, device: str, mode: str):
         .environment(env.spec.id)
         .learners(
             num_gpus_per_learner=gpus,
-            learner_class=CudaGraphLearner if mode == "cuda-graph" else GePPOTorchLearner,
         )
         .training(compile_learner=mode != "eager")
         .build_learner(env=env)
@@ -108,9 +100,12 @@ def main() -> None:
         for rows in args.rows:
             try:
                 step_learner = learner(env, device, mode)
-                ms = ms_per_step(
-                    step_learner, minibatch(rows, obs_dim, act_dim, step_learner.device), args.steps
-                )
+                # "cuda-graph": the step compiles with each shape's step replayed as a CUDA graph.
+                graphs = {"triton.cudagraphs": mode == "cuda-graph"}
+                with torch._inductor.config.patch(graphs):
+                    ms = ms_per_step(
+                        step_learner, minibatch(rows, obs_dim, act_dim, step_learner.device), args.steps
+                    )
                 step = step_learner.gradient_step(DEFAULT_MODULE_ID)
                 fell_back = mode != "eager" and not step.compiled  # a failed compile runs eagerly
                 figures.append(f"{ms:.2f}" + (" (eager: compile failed)" if fell_back else ""))

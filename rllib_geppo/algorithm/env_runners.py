@@ -183,14 +183,14 @@ class ActingPolicies:
         )[COMPONENT_LEARNER]
         return {COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
 
-    def next(self, *, restart: bool = False) -> tuple[dict[str, Any], int]:
-        """The policy to act with next, after the learners' newest joined the queue, and the
-        newest's version. ``restart`` (after a restore) empties the queue first."""
+    def next(self, *, restart: bool = False) -> dict[str, Any]:
+        """The policy to act with next, after the learners' newest joined the queue.
+        ``restart`` (after a restore) empties the queue first."""
         newest = self.newest()
         if restart:
             self._policies.clear()
         self._policies.append(newest)
-        return self._policies[0], newest[WEIGHTS_SEQ_NO]
+        return self._policies[0]
 
 
 def sync_weights(

@@ -55,6 +55,7 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
+    WEIGHTS_SEQ_NO,
 )
 from ray.tune.registry import register_env
 
@@ -77,12 +78,12 @@ from rllib_geppo.algorithm.settings import (
     warn_on_shared_layers,
     without_rllib_advice,
 )
-from rllib_geppo.core import policy_weights as pw
-from rllib_geppo.core import segments
+from rllib_geppo.core import sample_reuse, segments
 from rllib_geppo.core.module_state import ModuleState
 from rllib_geppo.core.module_stores import ModuleStores
 from rllib_geppo.core.networks import DEFAULT_MODEL_CONFIG
 from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
+from rllib_geppo.learner.learner import STEP_PATH
 from rllib_geppo.records import result_schema
 from rllib_geppo.records.checkpoint_manifest import write_manifest
 from rllib_geppo.rl_module.checks import check_module_spaces, module_problems, trained_modules
@@ -165,40 +166,37 @@ class GePPOConfig(PPOConfig):
     @property
     def nu(self) -> np.ndarray:
         """nu, the weight of each batch age (``[1.0]`` without sample reuse)."""
-        if not self.sample_reuse:
-            return np.ones(1)
-        if isinstance(self.policy_weights, str):
-            return pw.solved_weights(
-                self.batch_multiple,
-                self.max_policies,
-                self.policy_weights,
-                self.weights_tradeoff,
-                self.weights_tradeoff_rule,
-            )
-        return pw.check_weights(self.policy_weights)
+        return sample_reuse.nu(
+            self.sample_reuse,
+            self.policy_weights,
+            self.batch_multiple,
+            self.max_policies,
+            self.weights_tradeoff,
+            self.weights_tradeoff_rule,
+        )
 
     @property
     def uses_overlapped_sampling(self) -> bool:
         """Whether the EnvRunners sample while the learners update (``overlap_sampling``
         resolved: "auto" means sample reuse, at least one EnvRunner and the new API stack)."""
-        if self.overlap_sampling != "auto":
-            return bool(self.overlap_sampling)
-        return bool(
-            self.sample_reuse and self.num_env_runners >= 1 and self.enable_env_runner_and_connector_v2
+        return sample_reuse.uses_overlapped_sampling(
+            self.overlap_sampling,
+            self.sample_reuse,
+            self.num_env_runners,
+            self.enable_env_runner_and_connector_v2,
         )
 
     @property
     def max_sample_lag(self) -> int:
-        """The oldest the youngest stored batch may be at an update, in updates: ``sample_lag``,
-        or 1 if that is 0 or None (after a lost batch the next iteration samples before it
-        updates; with still no batch the update waits: docs/overlapped_sampling.md)."""
-        return max(1, self.sample_lag or 0)
+        """The oldest the youngest stored batch may be at an update, in updates
+        (:func:`~rllib_geppo.core.sample_reuse.max_sample_lag`)."""
+        return sample_reuse.max_sample_lag(self.sample_lag)
 
     @property
     def held_back_updates(self) -> int:
         """How many updates the EnvRunners' weights trail the newest beyond what sampling
-        gives (``sample_lag`` less 1 with overlapped sampling, less 0 without)."""
-        return 0 if self.sample_lag is None else self.sample_lag - int(self.uses_overlapped_sampling)
+        gives (:func:`~rllib_geppo.core.sample_reuse.held_back_updates`)."""
+        return sample_reuse.held_back_updates(self.sample_lag, self.uses_overlapped_sampling)
 
     @property
     def clip_eps(self) -> float:
@@ -206,11 +204,9 @@ class GePPOConfig(PPOConfig):
         return self.clip_eps_at_lag(0)
 
     def clip_eps_at_lag(self, lag: int) -> float:
-        """eps for an update whose youngest stored batch is ``lag`` iterations old: the same
-        as without a lag, unless ``lag_clip_rule="bound"`` applies Lemma 4 to the weights
-        shifted by the lag (docs/overlapped_sampling.md)."""
-        nu = pw.with_lag(self.nu, lag) if self.lag_clip_rule == "bound" else self.nu
-        return self.clip_param * pw.clip_multiple(nu)
+        """eps for an update whose youngest stored batch is ``lag`` iterations old
+        (:func:`~rllib_geppo.core.sample_reuse.clip_eps_at_lag`)."""
+        return sample_reuse.clip_eps_at_lag(self.clip_param, self.nu, lag, self.lag_clip_rule)
 
     @property
     @override(PPOConfig)
@@ -224,8 +220,9 @@ class GePPOConfig(PPOConfig):
     @property
     def samples_per_iteration(self) -> int:
         """New env steps per iteration: n with sample reuse, B*n for the PPO baseline."""
-        reuse = 1 if self.sample_reuse else self.batch_multiple
-        return reuse * self.total_train_batch_size
+        return sample_reuse.samples_per_iteration(
+            self.total_train_batch_size, self.sample_reuse, self.batch_multiple
+        )
 
     # -- RLlib's hooks: GePPO's module, learner and connector pipelines ------------------------
 
@@ -379,7 +376,7 @@ class GePPO(PPO):
 
     @property
     def policy_version(self) -> int:
-        """The version of pi_k: the learners' ``weights_seq_no``."""
+        """The version of pi_k: how many updates the learners took (``stores.policy_version``)."""
         return self.stores.policy_version
 
     @override(PPO)
@@ -438,7 +435,11 @@ class GePPO(PPO):
         if not inputs:
             return
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            self.metrics.aggregate(self.update_learner_group(inputs), key=LEARNER_RESULTS)
+            results = self.update_learner_group(inputs)
+        # Each learner names its step; RLlib's metrics aggregate no text: the first learner's.
+        for module_id, path in pop_step_paths(results).items():
+            self.metrics.log_value((LEARNER_RESULTS, module_id, STEP_PATH), path, reduce="item")
+        self.metrics.aggregate(results, key=LEARNER_RESULTS)
         for module_id, module_inputs in inputs.items():
             for key, value in self.stores.metrics(module_id, module_inputs).items():
                 self.metrics.log_value((LEARNER_RESULTS, module_id, key), value, window=1)
@@ -469,7 +470,7 @@ class GePPO(PPO):
         (:mod:`rllib_geppo.core.minibatches`); remote learners read one copy of the store from
         Ray's object store.
         """
-        layouts = {module_id: self.stores[module_id].store.update_layout() for module_id in inputs}
+        layouts = {module_id: self.stores.layout(module_id) for module_id in inputs}
         batch = MultiAgentBatch(
             {module_id: SampleBatch(layout) for module_id, layout in layouts.items()},
             env_steps=max(segments.num_steps(layout) for layout in layouts.values()),
@@ -482,6 +483,7 @@ class GePPO(PPO):
             **data,
             timesteps={
                 UPDATE_INPUTS: inputs,
+                WEIGHTS_SEQ_NO: self.stores.next_version,
                 NUM_ENV_STEPS_SAMPLED_LIFETIME: self._env_steps_sampled(),
             },
         )
@@ -502,7 +504,7 @@ class GePPO(PPO):
         with ``sample_lag`` an older one) and wait (:func:`sync_weights`). ``force=True``
         (after a restore) loads it whatever the EnvRunners' versions, on the evaluation
         EnvRunners too."""
-        acting, version = self._acting.next(restart=force)
+        acting = self._acting.next(restart=force)
         groups = [self.env_runner_group]
         if force and self.eval_env_runner_group is not None:
             groups.append(self.eval_env_runner_group)
@@ -510,7 +512,6 @@ class GePPO(PPO):
         sync_weights(
             groups, acting, force=force, timeout_s=timeout_s, iteration=iteration, env=self.config.env
         )
-        self.stores.policy_version = version
 
     # -- Results, checkpoints and stopping ----------------------------------------------------
 
@@ -610,3 +611,15 @@ def _selected(
     excluded = [not_components] if isinstance(not_components, str) else list(not_components or ())
     named = component in asked or any(name.startswith(component + "/") for name in asked)
     return (components is None or named) and component not in excluded
+
+
+def pop_step_paths(results: list[dict[str, Any]]) -> dict[str, str]:
+    """Each module's ``step_path`` from the learners' results (the first learner's), taken out
+    of all of them."""
+    paths: dict[str, str] = {}
+    for result in results:
+        for module_id, metrics in result.items():
+            if isinstance(metrics, dict) and STEP_PATH in metrics:
+                item = metrics.pop(STEP_PATH)
+                paths.setdefault(module_id, item.peek() if hasattr(item, "peek") else item)
+    return paths

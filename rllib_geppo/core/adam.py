@@ -11,6 +11,25 @@ from torch.optim.adam import adam
 Tensor = torch.Tensor
 
 
+def policy_and_value_adam(
+    policy_params: list[torch.nn.Parameter],
+    value_params: list[torch.nn.Parameter],
+    *,
+    lr: float,
+    vf_lr: float,
+    eps: float,
+    device: torch.device,
+) -> torch.optim.Adam:
+    """GePPO's optimizer on both API stacks: one Adam with two parameter groups, the policy's
+    (``param_groups[0]``, the adaptive lr) and the value function's (``param_groups[1]``,
+    ``vf_lr``). Adam is elementwise, so this is exactly two separate Adams, in one kernel: the
+    fused one where torch has it for the device (CPU, CUDA), else foreach."""
+    fast = {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}
+    return torch.optim.Adam(
+        [{"params": policy_params, "lr": lr}, {"params": value_params, "lr": vf_lr}], eps=eps, **fast
+    )
+
+
 def adam_step_if(optimizer: torch.optim.Adam, condition: Tensor) -> None:
     """``optimizer.step()`` on the gradients in ``.grad``, only where ``condition`` (a 0-d bool
     tensor) holds; otherwise weights, moments and step counts stay exactly as they were.

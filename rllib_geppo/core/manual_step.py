@@ -39,7 +39,6 @@ import torch
 from torch import nn
 
 from rllib_geppo.core.adam import adam_state
-from rllib_geppo.core.aot_step import AheadOfTimeStep
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.compiled_step import CompiledStep
 
@@ -226,8 +225,8 @@ class ManualStep:
         settings: the step's fixed settings.
         compile_after: eager steps before the compiled ones (None: never compiled), as
             ``compile_learner`` resolves.
-        ahead_of_time: compile with AOTInductor (:class:`AheadOfTimeStep`), falling back to
-            ``torch.compile`` if that fails; False: ``torch.compile`` only.
+        ahead_of_time: compile with AOTInductor, falling back to ``torch.compile`` if that
+            fails; False: ``torch.compile`` only (:class:`~rllib_geppo.core.compiled_step.CompiledStep`).
     """
 
     def __init__(
@@ -256,18 +255,11 @@ class ManualStep:
         self.settings = settings
         self.stats = (obs_mean, obs_std, action_center, action_half_range)
         self.rates = torch.zeros(3, device=device)  # policy lr, value lr, entropy coefficient
-        # Compiled ahead of time (one C++ call per step) where that works; torch.compile where not.
-        compiled = CompiledStep(
-            pure_step,
-            pure_step,
-            compile_after=compile_after,
-            name="hand-derived step",
-            inductor_options=inductor_options,
-        )
-        self._run = AheadOfTimeStep(
+        self._run = CompiledStep(
             self._flat_step,
-            lambda *tensors: self._flat_step(*tensors, run=compiled),
-            compile_after=compile_after if ahead_of_time else None,
+            self._flat_step,
+            compile_after=compile_after,
+            ahead_of_time=ahead_of_time,
             dynamic=len(STEP_COLUMNS),
             key=f"{settings!r} {self.layouts!r} {_SOURCE_HASH}",
             name="hand-derived step",
@@ -307,11 +299,6 @@ class ManualStep:
                 state["exp_avg_sq"].copy_(v)
                 state["step"].fill_(float(count))
 
-    def params(self) -> list[Tensor]:
-        """The current weights, each shaped as its parameter: the policy's MLP, its log-std,
-        then the value MLP."""
-        return [*self.layouts[0].unflatten(self.flats[0]), *self.layouts[1].unflatten(self.flats[1])]
-
     def step(self, minibatch: dict[str, Tensor], clip_eps: Tensor, take: Tensor) -> tuple[Tensor, Tensor]:
         """One gradient step on a minibatch (advantages standardised already), taken where it
         is finite and ``take`` (0-d bool) holds. Returns ``(stats, finite)`` as the learner's
@@ -329,22 +316,18 @@ class ManualStep:
         self.flats, self.adam = tuple(state[:2]), tuple(state[2:])
         return stats, finite
 
-    def _flat_step(self, *tensors: Tensor, run=pure_step) -> tuple[Tensor, ...]:
-        """:func:`pure_step` (or ``run``, with its arguments) on its tensors laid end to end,
-        as :class:`AheadOfTimeStep` compiles it: flats (2), Adam (6), statistics and action units
-        (4), rates (3), the clip range, ``take``, then the :data:`STEP_COLUMNS`."""
+    def _flat_step(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+        """:func:`pure_step` on its tensors laid end to end, as the step compiles it: flats
+        (2), Adam (6), statistics and action units (4), rates (3), the clip range, ``take``,
+        then the :data:`STEP_COLUMNS`."""
         minibatch = dict(zip(STEP_COLUMNS, tensors[17:]))
-        stats, finite, flats, adam = run(
+        stats, finite, flats, adam = pure_step(
             self.settings, self.layouts, tensors[0:2], tensors[2:8], tensors[8:15], minibatch, *tensors[15:17]
         )
         return (stats, finite, *flats, *adam)
 
     @property
-    def compiled(self) -> bool:
-        """Whether steps run compiled ahead of time (:class:`AheadOfTimeStep`)."""
-        return self._run.compiled
-
-    @property
-    def step_count(self) -> float:
-        """The policy's Adam step count."""
-        return float(self.adam[2])
+    def how(self) -> str:
+        """How the last step ran: "aot", "compiled" or "eager"
+        (:attr:`~rllib_geppo.core.compiled_step.CompiledStep.how`)."""
+        return self._run.how

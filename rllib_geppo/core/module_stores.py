@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rllib_geppo.core import segments
+from rllib_geppo.core import sample_reuse, segments
 from rllib_geppo.core.module_state import ModuleState
 from rllib_geppo.core.objective import adapt_lr, tv_target
 from rllib_geppo.core.policy_weights import with_lag
@@ -51,20 +51,29 @@ class ModuleStores:
     """The :class:`ModuleState` of every trained module, keyed by module id.
 
     Args:
-        config: the Algorithm's ``GePPOConfig`` (its weights nu, clip range, lr rule and data
-            settings).
+        config: the Algorithm's ``GePPOConfig``, read by its plain settings (the sample-reuse
+            ones through :mod:`rllib_geppo.core.sample_reuse`, the lr rule's, the data ones).
         track_obs_stats: module id -> whether the module normalises its observations (flat
             ones; not images), so that its store keeps their running statistics.
         seed: the trial's seed, from which every update's minibatch shuffles derive; None
             draws one.
 
     Attributes:
-        policy_version: the version of pi_k, the learners' ``weights_seq_no``.
+        policy_version: the version of pi_k: how many updates the learners took. The one count
+            of the policy's versions: the learners' ``weights_seq_no`` is set from it, and the
+            EnvRunners tag their samples with it.
     """
 
     def __init__(self, config: Any, track_obs_stats: Mapping[str, bool], seed: int | None = None):
         self.config = config
-        self.nu = config.nu  # the weight of each batch age at lag 0
+        self.nu = sample_reuse.nu(  # the weight of each batch age at lag 0
+            config.sample_reuse,
+            config.policy_weights,
+            config.batch_multiple,
+            config.max_policies,
+            config.weights_tradeoff,
+            config.weights_tradeoff_rule,
+        )
         self.states = {
             module_id: ModuleState(
                 len(self.nu),
@@ -141,11 +150,11 @@ class ModuleStores:
 
     def may_update(self, module_id: str, *, iteration: int, quiet: bool = False) -> bool:
         """Whether a module's store holds a batch young enough to update on: none older than
-        ``config.max_sample_lag`` updates is (logs why not unless ``quiet``)."""
+        ``sample_lag`` allows is (logs why not unless ``quiet``)."""
         if not self.states[module_id].store.batches:
             return False
         lag = self.sample_lag(module_id)
-        if lag > self.config.max_sample_lag:
+        if lag > sample_reuse.max_sample_lag(self.config.sample_lag):
             if not quiet:
                 logger.warning(
                     "iteration %d: no new batch arrived for module %r; its update waits "
@@ -167,7 +176,9 @@ class ModuleStores:
         obs_mean, obs_std = state.obs_moments()
         return UpdateInputs(
             policy_lr=state.policy_lr,
-            clip_eps=self.config.clip_eps_at_lag(self.sample_lag(module_id)),
+            clip_eps=sample_reuse.clip_eps_at_lag(
+                self.config.clip_param, self.nu, self.sample_lag(module_id), self.config.lag_clip_rule
+            ),
             weights_by_version=state.store.weights_by_version(self.lagged_nu(module_id), state.version),
             reward_scale=state.reward_scale,
             obs_mean=obs_mean,
@@ -242,10 +253,22 @@ class ModuleStores:
         )
 
     def record_update(self, module_ids: Collection[str]) -> None:
-        """The learners took an update of ``module_ids``, which made pi_k's version + 1: those
-        modules' samples age by one, the others' do not (:mod:`rllib_geppo.core.module_state`)."""
+        """The learners took an update of ``module_ids``: pi_k's version goes up by one (to
+        what :attr:`next_version` was), those modules' samples age by one and the others' do
+        not (:mod:`rllib_geppo.core.module_state`)."""
+        self.policy_version += 1
         for module_id in module_ids:
-            self.states[module_id].record_update(self.policy_version + 1)
+            self.states[module_id].record_update(self.policy_version)
+
+    @property
+    def next_version(self) -> int:
+        """The version the next update makes (the learners take it as their ``weights_seq_no``)."""
+        return self.policy_version + 1
+
+    def layout(self, module_id: str) -> dict[str, np.ndarray]:
+        """A module's stored samples laid out for an update: every segment end to end, each
+        closed by its phantom row (:meth:`~rllib_geppo.core.sample_store.SampleStore.update_layout`)."""
+        return self.states[module_id].store.update_layout()
 
     # -- Checkpoints ------------------------------------------------------------------------------
 

@@ -8,9 +8,11 @@ then, on the learner's device:
 1. sets the policy lr of this update;
 2. evaluates pi_k and the critic on the whole store and computes V-trace advantages, value
    targets and sample weights (:mod:`rllib_geppo.core.targets`), once, before any gradient step;
-3. runs ``num_epochs`` x ``minibatches_per_epoch`` gradient steps on slices of those tensors
-   (the loss: ``GePPOTorchLearner.minibatch_losses``), with several learners each on its slice
-   of every global minibatch (:mod:`rllib_geppo.core.minibatches`);
+3. runs ``num_epochs`` x ``minibatches_per_epoch`` gradient steps on slices of those tensors,
+   with several learners each on its slice of every global minibatch
+   (:mod:`rllib_geppo.core.minibatches`); which step runs is chosen once per module and named in
+   each result as ``step_path`` (:mod:`rllib_geppo.learner.step_path`: by default on the CPU,
+   GePPO's loss with its gradients written out by hand, compiled ahead of time);
 4. measures TV, clip fraction, KL and entropy over the store after the last step;
 5. installs the observation statistics the next policy samples with.
 
@@ -44,6 +46,8 @@ from rllib_geppo.core.update_inputs import UPDATE_INPUTS, UpdateInputs
 
 #: The optimizer's name: one Adam with a policy and a value parameter group.
 OPTIMIZER = "geppo_adam"
+#: The result key naming each module's minibatch step (:mod:`rllib_geppo.learner.step_path`).
+STEP_PATH = "step_path"
 
 
 class GePPOLearner(Learner):
@@ -67,19 +71,21 @@ class GePPOLearner(Learner):
         """One GePPO update over the store (several learners: each on its slice of every minibatch).
 
         ``timesteps[UPDATE_INPUTS]`` holds the Algorithm's :class:`UpdateInputs` of each module
-        in the batch; RLlib's ``num_epochs``/``minibatch_size`` keywords are not used (the
-        inputs fix the steps).
+        in the batch, ``timesteps[WEIGHTS_SEQ_NO]`` the version of the policy the update makes;
+        RLlib's ``num_epochs``/``minibatch_size`` keywords are not used (the inputs fix the
+        steps).
         """
         inputs: dict[ModuleID, UpdateInputs] = timesteps[UPDATE_INPUTS]
         training_data = training_data or TrainingData(batch=batch)
         training_data.validate()
         training_data.solve_refs()
         self.before_gradient_based_update(timesteps=timesteps)
-        version = self.weights_seq_no + 1  # the version of the policy this update makes
-        self.set_state({WEIGHTS_SEQ_NO: version})
+        # The version of the policy this update makes, as the Algorithm counts them.
+        self.set_state({WEIGHTS_SEQ_NO: timesteps[WEIGHTS_SEQ_NO]})
         for module_id, module_batch in training_data.batch.policy_batches.items():
             stats, steps_trained = self.update_module(module_id, dict(module_batch), inputs[module_id])
             self.metrics.log_dict(stats, key=module_id, window=1)
+            self.metrics.log_value((module_id, STEP_PATH), self.step_path(module_id), reduce="item")
             self._log_steps_trained(module_id, steps_trained)
         self.after_gradient_based_update(timesteps=timesteps)
         return self.metrics.reduce()
@@ -94,6 +100,11 @@ class GePPOLearner(Learner):
     ) -> tuple[dict[str, float], int]:
         """Steps 1-5 of the module docstring for one module; returns its metrics and the
         number of samples its gradient steps used (summed over minibatches)."""
+        raise NotImplementedError
+
+    def step_path(self, module_id: ModuleID) -> str:
+        """Which minibatch step the module's last update took
+        (:mod:`rllib_geppo.learner.step_path`)."""
         raise NotImplementedError
 
     def _log_steps_trained(self, module_id: ModuleID, steps: int) -> None:

@@ -1,16 +1,19 @@
-"""`GePPOTorchLearner`: GePPO's update on torch. **The loss is**
-:meth:`GePPOTorchLearner.minibatch_losses`; its formulas live in :mod:`rllib_geppo.core.objective`.
+"""`GePPOTorchLearner`: GePPO's update on torch.
 
 Every tensor of an update is prepared once, on the learner's device, before the first gradient
-step; the epoch loop then only slices them. One Adam optimizer holds two parameter groups, the
-policy (adaptive lr, gradient clip) and the value function (fixed ``vf_lr``, never clipped):
-Adam is elementwise, so this is exactly two separate Adams, in one fused kernel.
+step (:meth:`GePPOTorchLearner.prepare_update`: V-trace targets under pi_k); the epoch loop then
+only slices them (:meth:`GePPOTorchLearner.run_epochs`). One Adam optimizer holds two parameter
+groups, the policy (adaptive lr, gradient clip) and the value function (fixed ``vf_lr``, never
+clipped): Adam is elementwise, so this is exactly two separate Adams, in one fused kernel.
 
-Each minibatch step (:meth:`GePPOTorchLearner.minibatch_step`) computes the losses and their
-gradients, clips the policy's and checks that everything is finite, then takes the Adam step,
-skipped on the device if not. With ``compile_learner`` all of it but the Adam step runs as one
-inductor-compiled function (:mod:`rllib_geppo.core.compiled_step`: gradients by ``torch.func``),
-compiled once per learner process; the Adam step stays eager, so the adaptive lr is a plain
+**The minibatch step** is chosen once per module (:mod:`rllib_geppo.learner.step_path`) and named
+in each result as ``step_path``. By default, on a CPU learner with GePPO's own MLP module, it is
+the step written out by hand (:mod:`rllib_geppo.core.manual_step`), compiled ahead of time after
+10 eager updates. Any other module or setting takes the general step: the loss of
+:meth:`GePPOTorchLearner.minibatch_losses` (its formulas in :mod:`rllib_geppo.core.objective`),
+its gradients, the policy's clip and a finite check, then the Adam step, skipped on the device
+if not finite (:meth:`GePPOTorchLearner.minibatch_step`); compiled, all but the Adam step run as
+one inductor-compiled function (gradients by ``torch.func``), so the adaptive lr is a plain
 number that never recompiles anything. Several learners average their losses and gradients in
 one all-reduce before the clip, so theirs compiles up to the gradients.
 """
@@ -33,11 +36,10 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.rllib.utils.typing import ModuleID
 
 from rllib_geppo.core import objective
-from rllib_geppo.core.adam import adam_step_if
+from rllib_geppo.core.adam import adam_step_if, policy_and_value_adam
 from rllib_geppo.core.columns import GePPOColumns as C
-from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients, resolve_compile
+from rllib_geppo.core.compiled_step import CompiledStep, losses_and_gradients
 from rllib_geppo.core.gradients import clip_and_check, mean_over_learners
-from rllib_geppo.core.manual_step import ACTIVATIONS as HAND_STEP_ACTIVATIONS
 from rllib_geppo.core.manual_step import ManualStep, Settings
 from rllib_geppo.core.minibatches import epoch_orders, learner_slice, minibatch_shape, slice_weight_scale
 from rllib_geppo.core.networks import mlp_config
@@ -45,6 +47,7 @@ from rllib_geppo.core.schedules import value_at
 from rllib_geppo.core.targets import update_batch
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER, GePPOLearner
+from rllib_geppo.learner.step_path import StepChoice, choose_step, log_choice, path_taken
 from rllib_geppo.rl_module.apis import TrainForward, forward_train, value_function_parameters
 from rllib_geppo.rl_module.torch_rl_module import MIN_STD, OBS_CLIP, GePPOTorchRLModule
 
@@ -69,15 +72,6 @@ _STANDARDIZED = (C.ADVANTAGES, C.CENTER, C.SAMPLE_WEIGHTS)
 class GePPOTorchLearner(GePPOLearner, TorchLearner):
     """GePPO's update on torch (see :mod:`rllib_geppo.learner.learner` for the steps)."""
 
-    #: Inductor settings for the compiled gradient step (``torch._inductor.config`` names), for
-    #: a subclass to change: ``{"triton.cudagraphs": True}`` replays each step as a CUDA graph
-    #: (what ``torch.compile``'s ``mode="reduce-overhead"`` sets; ``benchmarks/minibatch_rows.py``).
-    step_inductor_options: dict[str, Any] = {}
-    #: Whether the hand-derived step compiles ahead of time (AOTInductor; falling back to
-    #: ``torch.compile`` if that fails) or with ``torch.compile`` only, for a subclass to change
-    #: (``benchmarks/learner_update.py`` compares the two).
-    hand_step_ahead_of_time: bool = True
-
     @override(TorchLearner)
     def build(self) -> None:
         super().build()
@@ -87,7 +81,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             # for cores made updates ~10x slower on 2 cores (benchmarks/speed.py).
             cpus = self.config.num_cpus_per_learner
             torch.set_num_threads(cpus if isinstance(cpus, int) and cpus > 0 else 1)
-        self._compile_after = resolve_compile(self.config.compile_learner)
+        self._choices: dict[ModuleID, StepChoice] = {}  # each module's step, chosen once
         self._gradient_steps: dict[ModuleID, CompiledStep] = {}
         # Each module's entropy coefficient for the update under way, a tensor on the device
         # that each update refills: a schedule's new value recompiles nothing.
@@ -101,10 +95,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         value_ids = {id(p) for p in value_params}
         module = self.module[module_id]
         policy_params = [p for p in module.parameters() if id(p) not in value_ids]
-        optimizer = torch.optim.Adam(
-            [{"params": policy_params, "lr": config.lr}, {"params": value_params, "lr": config.vf_lr}],
+        optimizer = policy_and_value_adam(
+            policy_params,
+            value_params,
+            lr=config.lr,
+            vf_lr=config.vf_lr,
             eps=config.adam_eps,
-            **_fast_adam_kwargs(self.device),
+            device=self.device,
         )
         # lr_or_lr_schedule=None: RLlib must not reset the lrs; the Algorithm adapts the policy's.
         self.register_optimizer(
@@ -334,24 +331,29 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         adam_step_if(optimizer, finite & take)
         return stats, finite
 
-    def hand_step(self, module_id: ModuleID) -> ManualStep | None:
-        """The module's hand-derived step (:func:`takes_hand_step`), eager or compiled as
-        ``compile_learner`` says, built once per module and learner process; None where the
-        module takes the general step."""
-        if module_id not in self._hand_steps:
+    def step_choice(self, module_id: ModuleID) -> StepChoice:
+        """The module's minibatch step (:func:`~rllib_geppo.learner.step_path.choose_step`),
+        chosen on its first update in this learner process."""
+        if module_id not in self._choices:
             module = self.module[module_id].unwrapped()
-            takes = takes_hand_step(module, self.config, distributed=self.distributed, device=self.device)
-            self._hand_steps[module_id] = (
-                hand_step_for(
-                    module,
-                    self.config,
-                    self._compile_after,
-                    self.step_inductor_options,
-                    ahead_of_time=self.hand_step_ahead_of_time,
-                )
-                if takes
-                else None
-            )
+            choice = choose_step(module, self.config, distributed=self.distributed, device=self.device)
+            log_choice(choice)
+            self._choices[module_id] = choice
+        return self._choices[module_id]
+
+    def step_path(self, module_id: ModuleID) -> str:
+        """The path the module's last minibatch step took (one of
+        :data:`~rllib_geppo.learner.step_path.STEP_PATHS`)."""
+        hand = self.hand_step(module_id)
+        return path_taken(self.step_choice(module_id), (hand or self.gradient_step(module_id)).how)
+
+    def hand_step(self, module_id: ModuleID) -> ManualStep | None:
+        """The module's hand-derived step, built once per module and learner process; None
+        where the module takes the general step (:meth:`step_choice`)."""
+        if module_id not in self._hand_steps:
+            choice = self.step_choice(module_id)
+            module = self.module[module_id].unwrapped()
+            self._hand_steps[module_id] = hand_step_for(module, self.config, choice) if choice.hand else None
         return self._hand_steps[module_id]
 
     def gradient_step(self, module_id: ModuleID) -> CompiledStep:
@@ -369,9 +371,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                     self._functional_gradients, module_id, self._functional_parts(module_id), finish=finish
                 ),
                 functools.partial(self._backward_gradients, module_id, finish=finish),
-                compile_after=self._compile_after,
+                compile_after=self.step_choice(module_id).compile_after,
                 name="gradient step",
-                inductor_options=self.step_inductor_options,
             )
         return step
 
@@ -478,39 +479,9 @@ def _grads(params: list[torch.nn.Parameter]) -> list[Tensor]:
     return [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
 
 
-def _fast_adam_kwargs(device: torch.device) -> dict[str, Any]:
-    """Adam's fused kernel where torch has one for the device (CPU, CUDA), else foreach."""
-    return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}
-
-
-def takes_hand_step(module: Any, config: Any, *, distributed: bool, device: torch.device) -> bool:
-    """Whether ``module``'s minibatch steps run the hand-derived step
-    (:mod:`rllib_geppo.core.manual_step`): GePPO's own MLP module with Box actions, on one CPU
-    learner, its policy's gradient clipped by its global norm (GePPO's defaults), with
-    ``hand_derived_step`` on. Any other module or setting takes the general step (autograd)."""
-    return bool(
-        config.hand_derived_step
-        and type(module) is GePPOTorchRLModule
-        and module.log_std is not None
-        and module.pi_encoder is None
-        and mlp_config(module.model_config)["fcnet_activation"] in HAND_STEP_ACTIVATIONS
-        and not distributed
-        and device.type == "cpu"
-        and config.grad_clip_scope == "policy"
-        and config.grad_clip_by == "global_norm"
-    )
-
-
-def hand_step_for(
-    module: GePPOTorchRLModule,
-    config: Any,
-    compile_after: int | None = None,
-    inductor_options: dict[str, Any] | None = None,
-    *,
-    ahead_of_time: bool = True,
-) -> ManualStep:
-    """The hand-derived step of ``module`` with ``config``'s settings (compiled ahead of time,
-    or with ``torch.compile`` where ``ahead_of_time`` is False)."""
+def hand_step_for(module: GePPOTorchRLModule, config: Any, choice: StepChoice) -> ManualStep:
+    """The hand-derived step of ``module`` with ``config``'s settings, compiled as ``choice``
+    says."""
     return ManualStep(
         module.pi,
         module.vf,
@@ -528,7 +499,6 @@ def hand_step_for(
             vf_clip_param=config.vf_clip_param,
             adam_eps=config.adam_eps,
         ),
-        compile_after=compile_after,
-        inductor_options=inductor_options,
-        ahead_of_time=ahead_of_time,
+        compile_after=choice.compile_after,
+        ahead_of_time=choice.path == "hand_aot",
     )

@@ -32,6 +32,7 @@ from torch import nn
 
 from rllib_geppo import private_ray
 from rllib_geppo.core import objective
+from rllib_geppo.core.adam import adam_step_if, policy_and_value_adam
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.gradients import clip_gradients_
 from rllib_geppo.core.schedules import value_at
@@ -99,6 +100,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
         self.entropy_coeff = value_at(config["entropy_coeff"], 0)  # set by each update after this
         self.num_skipped_steps = 0
         self._weighted_minibatch = True
+        self.last_step_finite = True  # whether the last minibatch's gradients were finite
         TorchPolicyV2.__init__(
             self, observation_space, action_space, config, max_seq_len=config["model"]["max_seq_len"]
         )
@@ -145,14 +147,20 @@ class GePPOTorchPolicy(TorchPolicyV2):
 
     @override(TorchPolicyV2)
     def optimizer(self) -> list[torch.optim.Optimizer]:
+        # The new stack's optimizer: one Adam, the policy's and the value function's groups.
         value_params = _value_only_parameters(self.model, self.observation_space, self.device)
         value_ids = {id(p) for p in value_params}
         policy_params = [p for p in self.model.parameters() if id(p) not in value_ids]
-        eps = self.config["adam_eps"]
         # Kept by name here: TorchPolicyV2 holds its list only in a private attribute.
-        self.policy_optimizer = torch.optim.Adam(policy_params, lr=value_at(self.config["lr"], 0), eps=eps)
-        self.value_optimizer = torch.optim.Adam(value_params, lr=self.config["vf_lr"], eps=eps)
-        return [self.policy_optimizer, self.value_optimizer]
+        self.adam = policy_and_value_adam(
+            policy_params,
+            value_params,
+            lr=value_at(self.config["lr"], 0),
+            vf_lr=self.config["vf_lr"],
+            eps=self.config["adam_eps"],
+            device=self.device,
+        )
+        return [self.adam]
 
     @override(TorchPolicyV2)
     def postprocess_trajectory(
@@ -195,7 +203,7 @@ class GePPOTorchPolicy(TorchPolicyV2):
         model.tower_stats["vf_loss"] = vf_loss
         # A minibatch whose samples all weigh 0 takes no step (and is no skipped step either).
         self._weighted_minibatch = bool(train_batch[C.SAMPLE_WEIGHTS].sum() > 0)
-        return [policy_loss, vf_loss]  # one per optimizer: policy, value
+        return [policy_loss + vf_loss]  # the one optimizer's
 
     @override(TorchPolicyV2)
     def stats_fn(self, train_batch: SampleBatch) -> dict[str, Any]:
@@ -206,39 +214,29 @@ class GePPOTorchPolicy(TorchPolicyV2):
     @override(TorchPolicyV2)
     def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict[str, Any]:
         # Clip the policy's gradient norm only (the same function as the new stack's learner).
-        if optimizer is not self.policy_optimizer:
-            return {}
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        norm = clip_gradients_(params, self.config["grad_clip"], self.config["grad_clip_by"])
+        policy_group, _ = optimizer.param_groups
+        norm = clip_gradients_(policy_group["params"], self.config["grad_clip"], self.config["grad_clip_by"])
         return {"policy_grad_norm": convert_to_numpy(norm)}
 
     @override(TorchPolicyV2)
     def apply_gradients(self, gradients) -> None:
-        # Skip a step whose gradients are not finite: weights and optimizer state stay as they are.
-        grads = [
-            p.grad
-            for opt in (self.policy_optimizer, self.value_optimizer)
-            for group in opt.param_groups
-            for p in group["params"]
-            if p.grad is not None
-        ]
-        if not torch.isfinite(torch.nn.utils.get_total_norm(grads)):
-            self.num_skipped_steps += 1
-            return
-        if self._weighted_minibatch:
-            super().apply_gradients(gradients)
+        # Skip a step whose gradients are not finite: weights and optimizer state stay as they
+        # are (the new stack's Adam step, skipped on the device).
+        grads = [p.grad for group in self.adam.param_groups for p in group["params"] if p.grad is not None]
+        self.last_step_finite = bool(torch.isfinite(torch.nn.utils.get_total_norm(grads)))
+        self.num_skipped_steps += not self.last_step_finite
+        adam_step_if(self.adam, torch.tensor(self.last_step_finite and self._weighted_minibatch))
 
     # -- GePPO's per-update steps (called by the training step) -------------------------------
 
     @property
     def policy_lr(self) -> float:
-        return self.policy_optimizer.param_groups[0]["lr"]
+        return self.adam.param_groups[0]["lr"]
 
     def begin_update(self, inputs: UpdateInputs) -> None:
         """Take this update's policy lr, clip range and entropy coefficient (decided by the
         Algorithm)."""
-        for group in self.policy_optimizer.param_groups:
-            group["lr"] = inputs.policy_lr
+        self.adam.param_groups[0]["lr"] = inputs.policy_lr
         self.clip_eps = inputs.clip_eps
         self.entropy_coeff = inputs.entropy_coeff
         self.num_skipped_steps = 0

@@ -72,7 +72,7 @@ def training_step_old_api_stack(algorithm: Any) -> ResultDict:
     policy: GePPOTorchPolicy = workers.local_env_runner.get_policy()
     inputs = stores.update_inputs(DEFAULT_POLICY_ID, counters[NUM_ENV_STEPS_SAMPLED])
     with timers[LEARN_ON_BATCH_TIMER]:
-        stats, rows = _update_policy(policy, stores[DEFAULT_POLICY_ID].store.update_layout(), inputs, config)
+        stats, rows = update_policy(policy, stores.layout(DEFAULT_POLICY_ID), inputs, config)
     counters[NUM_ENV_STEPS_TRAINED] += rows
     counters[NUM_AGENT_STEPS_TRAINED] += rows
     stats.update(stores.metrics(DEFAULT_POLICY_ID, inputs), num_dropped_segments=dropped)
@@ -84,7 +84,6 @@ def training_step_old_api_stack(algorithm: Any) -> ResultDict:
         complete=stats["num_skipped_steps"] < stats["num_gradient_steps"],
     )
     stores.record_update([DEFAULT_POLICY_ID])
-    stores.policy_version += 1
 
     policy.set_obs_stats(inputs.obs_mean, inputs.obs_std)
     with timers[SYNCH_WORKER_WEIGHTS_TIMER]:
@@ -131,15 +130,16 @@ def batch_segments(batch: SampleBatch, version: int) -> list[Segment]:
     return segments
 
 
-def _update_policy(
+def update_policy(
     policy: GePPOTorchPolicy, layout: dict, inputs: UpdateInputs, config: Any
 ) -> tuple[dict[str, Any], int]:
     """Targets under pi_k for the whole store (its ``layout``), then epochs x minibatches of
     gradient steps.
 
     Each epoch visits ``minibatches_per_epoch`` equal minibatches of a fresh permutation (the
-    remainder, if any, sits the epoch out). Returns the last minibatch's losses with the update's
-    policy change, and the number of samples updated on.
+    remainder, if any, sits the epoch out). Returns the losses and the policy's gradient norm,
+    each the mean over the update's finite steps (as the new stack's learner reports them), with
+    the update's policy change, and the number of samples updated on.
     """
     policy.begin_update(inputs)
     if inputs.obs_stats_before_update:
@@ -147,6 +147,7 @@ def _update_policy(
     batch = policy.compute_targets(layout, inputs)
     rows = len(batch)
     steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch)
+    sums = np.zeros(3)  # policy loss, value loss, policy grad norm over the finite steps
     for order in epoch_orders(
         rows,
         config.num_epochs,
@@ -157,9 +158,20 @@ def _update_policy(
         for start in range(0, steps * size, size):
             minibatch = order[start : start + size]
             fetches = policy.learn_on_batch(SampleBatch({k: v[minibatch] for k, v in batch.items()}))
+            if policy.last_step_finite:
+                stats = fetches[LEARNER_STATS_KEY]
+                sums += [
+                    float(stats["policy_loss"]),
+                    float(stats["vf_loss"]),
+                    float(stats["policy_grad_norm"]),
+                ]
+    total = config.num_epochs * steps
+    policy_loss, vf_loss, grad_norm = sums / max(total - policy.num_skipped_steps, 1)
     return {
-        **fetches[LEARNER_STATS_KEY],
+        "policy_loss": policy_loss,
+        "vf_loss": vf_loss,
+        "policy_grad_norm": grad_norm,
         **policy.policy_change_stats(batch),
         "num_skipped_steps": policy.num_skipped_steps,
-        "num_gradient_steps": config.num_epochs * steps,
+        "num_gradient_steps": total,
     }, rows

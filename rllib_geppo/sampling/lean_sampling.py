@@ -8,7 +8,7 @@ network), a timer, two ``unbatch`` walks over the batch, gymnasium's ``DictInfoT
 episodes (the same observations, actions, rewards, infos, extra model outputs, cuts and
 callbacks) and changes only the costs:
 
-- the actor is :func:`~rllib_geppo.core.numpy_policy.sample_actions` on the module's own
+- the actor is :func:`~rllib_geppo.sampling.numpy_actor.sample_actions` on the module's own
   parameters, with its noise drawn from the EnvRunner's generator (the draws the fused
   module-to-env pipeline makes), so actions equal the general loop's to float32 rounding;
 - infos are converted per env by :func:`infos_as_list` (what ``DictInfoToList`` gives, faster);
@@ -35,8 +35,8 @@ from ray.rllib.utils.metrics import RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
 from torch import nn
 
 from rllib_geppo import private_ray
-from rllib_geppo.core.numpy_policy import ACTIVATIONS, NumpyGaussianMLP, sample_actions
 from rllib_geppo.rl_module.torch_rl_module import OBS_CLIP, GePPOTorchRLModule
+from rllib_geppo.sampling.numpy_actor import ACTIVATIONS, NumpyGaussianMLP, sample_actions
 from rllib_geppo.sampling.pipelines import LEAN_SAMPLING, FusedEnvToModulePipeline, FusedModuleToEnvPipeline
 
 #: RLlib's internals the lean loop reads and overrides (see :mod:`rllib_geppo.private_ray`).

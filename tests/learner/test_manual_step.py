@@ -18,6 +18,7 @@ from rllib_geppo import GePPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.learner.learner import OPTIMIZER
+from rllib_geppo.learner.step_path import StepChoice
 from rllib_geppo.learner.torch_learner import hand_step_for
 
 from helpers import update_inputs
@@ -61,6 +62,17 @@ def parameters(module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in [*pi, module.log_std, *vf]]
 
 
+def hand_params(manual) -> list[torch.Tensor]:
+    """The hand step's current weights, each shaped as its parameter: the policy's MLP, its
+    log-std, then the value MLP."""
+    (pi_layout, vf_layout), (pi, vf) = manual.layouts, manual.flats
+    return [*pi_layout.unflatten(pi), *vf_layout.unflatten(vf)]
+
+
+#: The hand step, eager: what a test builds beside a learner whose own step is the general one.
+EAGER_HAND_STEP = StepChoice("hand_eager", None)
+
+
 def assert_close_by_norm(
     got: list[torch.Tensor], expected: list[torch.Tensor], rtol: float, atol: float = 0.0
 ) -> None:
@@ -78,7 +90,7 @@ def assert_close_by_norm(
 )
 def test_the_hand_step_takes_the_general_steps(env_id, activation, training):
     env, config, learner, module = build(env_id, activation, hand_derived_step=False, **training)
-    manual = hand_step_for(module, config)  # its own copy of the weights, from here on
+    manual = hand_step_for(module, config, EAGER_HAND_STEP)  # its own copy of the weights, from here on
     optimizer = learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER)
     policy_group, value_group = optimizer.param_groups
     manual.begin(
@@ -93,23 +105,27 @@ def test_the_hand_step_takes_the_general_steps(env_id, activation, training):
         if i == 0:
             # A zero-initialised bias is all step after one Adam step, lr * g / (|g| + eps): an
             # element whose gradient is near eps turns float32 rounding into up to ~1e-4 lr.
-            assert_close_by_norm(manual.params(), parameters(module), 1e-5, atol=1e-3 * policy_group["lr"])
-    assert_close_by_norm(manual.params(), parameters(module), 1e-3)
+            assert_close_by_norm(
+                hand_params(manual), parameters(module), 1e-5, atol=1e-3 * policy_group["lr"]
+            )
+    assert_close_by_norm(hand_params(manual), parameters(module), 1e-3)
 
 
 def test_a_step_that_is_not_finite_or_not_taken_changes_nothing():
     env, config, learner, module = build("Pendulum-v1")
-    manual = hand_step_for(module, config)
+    manual = hand_step_for(module, config, EAGER_HAND_STEP)
     manual.begin(
         learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER), policy_lr=3e-4, vf_lr=3e-4, entropy_coeff=0.0
     )
     [good, bad] = minibatches(env, 64, 2)
     bad[C.VALUE_TARGETS][3] = math.nan
-    before = manual.params()
+    before = hand_params(manual)
     for mb, take in ((bad, True), (good, False)):
         _, finite = manual.step(mb, torch.tensor(0.1), torch.tensor(take))
         assert bool(finite) is (mb is good)
-    assert all(map(torch.equal, manual.params(), before)) and manual.step_count == 0
+    assert (
+        all(map(torch.equal, hand_params(manual), before)) and float(manual.adam[2]) == 0
+    )  # no Adam step counted
 
 
 def layout(env: gym.Env) -> dict:
@@ -147,7 +163,7 @@ def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_
         for _ in range(2):
             metrics, _ = learner.update_module(DEFAULT_MODULE_ID, data, inputs)
             assert (metrics["num_gradient_steps"], metrics["num_skipped_steps"]) == (320, 0)
-    assert hand.hand_step(DEFAULT_MODULE_ID).compiled is compiled  # ahead of time
+    assert hand.step_path(DEFAULT_MODULE_ID) == ("hand_aot" if compiled else "hand_eager")
     assert_close_by_norm(parameters(hand_module), parameters(module), 1e-3)
     states = [
         [learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).state[p] for p in m.parameters()]
@@ -159,17 +175,19 @@ def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_
 
 
 @pytest.mark.parametrize(
-    ("change", "takes"),
+    ("change", "why_not"),
     [
-        ({}, True),
-        ({"grad_clip_scope": "all"}, False),
-        ({"hand_derived_step": False}, False),
-        ({"grad_clip_by": "value"}, False),
+        ({}, None),
+        ({"grad_clip_scope": "all"}, "the gradient clip is not the policy's global norm"),
+        ({"hand_derived_step": False}, "hand_derived_step=False"),
+        ({"grad_clip_by": "value"}, "the gradient clip is not the policy's global norm"),
     ],
 )
-def test_the_hand_step_runs_for_geppos_mlp_module_at_its_settings_only(change, takes):
+def test_the_hand_step_runs_for_geppos_mlp_module_at_its_settings_only(change, why_not):
     _, _, learner, _ = build("Pendulum-v1", **change)
-    assert (learner.hand_step(DEFAULT_MODULE_ID) is not None) is takes
+    choice = learner.step_choice(DEFAULT_MODULE_ID)
+    assert (learner.hand_step(DEFAULT_MODULE_ID) is not None) is (why_not is None) is choice.hand
+    assert choice.passed_over.get("hand_eager") == why_not
 
 
 def test_a_users_module_takes_the_general_step():
@@ -182,3 +200,4 @@ def test_a_users_module_takes_the_general_step():
     )
     learner = config.build_learner(env=gym.make("Pendulum-v1"))
     assert learner.hand_step(DEFAULT_MODULE_ID) is None
+    assert learner.step_choice(DEFAULT_MODULE_ID).passed_over["hand_aot"] == "the RLModule is not GePPO's own"

@@ -23,7 +23,7 @@ from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.objective import adapt_lr, standardize_advantages
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.core.update_inputs import UpdateInputs
-from rllib_geppo.old_stack.training_step import batch_segments
+from rllib_geppo.old_stack.training_step import batch_segments, update_policy
 
 from helpers import METRICS, check_lr_rule, check_run_metrics
 
@@ -129,6 +129,45 @@ def test_targets_loss_and_gradients_equal_the_new_stack(entropy_coeff):
         torch.testing.assert_close(old_params[name].grad, param.grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
+def test_one_update_ends_at_the_same_parameters_and_metrics_on_both_stacks():
+    """The same store, weights, inputs and shuffle seed: after one update (2 epochs x 4
+    minibatches) both stacks hold the same parameters, and report the same losses (means over
+    the update's steps), TV and entropy, within 1e-5. Both take autograd's step with one Adam of
+    two parameter groups (the new stack's hand-derived step is held to it in tests/learner)."""
+    env = gym.make("Pendulum-v1")
+    config = (
+        GePPOConfig()
+        .environment("Pendulum-v1")
+        .training(hand_derived_step=False, compile_learner=False, num_epochs=2)
+    )
+    learner = config.build_learner(env=env)
+    module = learner.module[DEFAULT_MODULE_ID]
+    module.set_obs_stats(np.array([0.5, -0.2, 1.0]), np.array([1.5, 0.7, 2.0]))
+    policy = GePPOTorchPolicy(env.observation_space, env.action_space, old_stack(config).to_dict())
+    policy.model.module.load_state_dict(module.state_dict())
+    rng = np.random.default_rng(1)
+    layout = lay_out([chunk for _ in range(8) for chunk in chunks(rng)])  # 96 steps of 2 versions
+    inputs = UpdateInputs(
+        policy_lr=3e-3,
+        clip_eps=0.1,
+        weights_by_version={3: 0.8, 4: 1.3},
+        reward_scale=2.0,
+        obs_mean=np.array([0.5, -0.2, 1.0]),
+        obs_std=np.array([1.5, 0.7, 2.0]),
+        minibatches_per_epoch=4,
+        shuffle_seed=7,
+    )
+    new, _ = learner.update_module(DEFAULT_MODULE_ID, layout, inputs)
+    old, _ = update_policy(policy, layout, inputs, config)
+    assert (new["num_gradient_steps"], old["num_gradient_steps"]) == (8, 8)
+    old_params = dict(policy.model.module.named_parameters())
+    for name, param in module.named_parameters():
+        torch.testing.assert_close(old_params[name], param, rtol=1e-5, atol=1e-6, msg=name)
+    for key in ("policy_loss", "vf_loss", "tv", "entropy"):
+        assert old[key] == pytest.approx(new[key], rel=1e-5, abs=1e-7), key
+    assert new["tv"] > 1e-3  # the update moved the policy
+
+
 # -- Training with a remote rollout worker ----------------------------------------------------
 
 
@@ -230,7 +269,7 @@ class TwoBranchModel(TorchModelV2, nn.Module):
         return self.value_branch(self._obs).squeeze(-1)
 
 
-def test_custom_model_v2_trains_with_its_own_value_optimizer():
+def test_custom_model_v2_trains_with_its_value_branch_in_its_own_group():
     ModelCatalog.register_custom_model("geppo_two_branch", TwoBranchModel)
     config = (
         small_config("CartPole-v1")
@@ -241,7 +280,8 @@ def test_custom_model_v2_trains_with_its_own_value_optimizer():
     try:
         policy = algo.get_policy()
         assert isinstance(policy.model, TwoBranchModel)
-        value_params = policy._optimizers[1].param_groups[0]["params"]
+        _, value_group = policy.adam.param_groups  # one Adam, as the new stack's: policy, value
+        value_params = value_group["params"]
         assert {id(p) for p in value_params} == {id(p) for p in policy.model.value_branch.parameters()}
         results = [algo.train() for _ in range(2)]
         assert all(math.isfinite(learner_stats(results[-1])[k]) for k in METRICS)

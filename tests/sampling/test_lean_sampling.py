@@ -1,5 +1,5 @@
 """The EnvRunner's lean sampling loop (rllib_geppo/sampling/lean_sampling.py) and its numpy
-actor (rllib_geppo/core/numpy_policy.py): the same episodes, metrics and callbacks as RLlib's
+actor (rllib_geppo.sampling.numpy_actor.py): the same episodes, metrics and callbacks as RLlib's
 loop, and RLlib's loop wherever the lean one does not serve."""
 
 import gymnasium as gym
@@ -12,9 +12,9 @@ from ray.rllib.connectors.env_to_module import FlattenObservations
 from ray.rllib.core.columns import Columns
 
 from rllib_geppo import GePPOConfig
-from rllib_geppo.core.numpy_policy import sample_actions
 from rllib_geppo.sampling.env_runner import GePPOEnvRunner
 from rllib_geppo.sampling.lean_sampling import infos_as_list, lean_sampling_problem, numpy_policy
+from rllib_geppo.sampling.numpy_actor import sample_actions
 from rllib_geppo.sampling.pipelines import diag_gaussian_sample
 
 
