@@ -103,12 +103,12 @@ def _compare(
 ) -> _Environment:
     """One environment's trials that reach the budget compared (see :class:`_Environment`)."""
     kept = sorted(kept, key=lambda t: variant_key(t.variant))
-    names = [(t.variant, t.path) for t in kept]
 
     def curves(column: str, x: str | None = None) -> dict[tuple[str, Path], pd.Series]:
         """Each trial's curve of ``column``, against env steps or against the column ``x``."""
         return {
-            n: t.curves[column].set_axis(t.curves[x]) if x else t.curves[column] for n, t in zip(names, kept)
+            (t.variant, t.path): t.curves[column].set_axis(t.curves[x]) if x else t.curves[column]
+            for t in kept
         }
 
     returns = stats.aligned(curves("return"), budget)
@@ -117,20 +117,19 @@ def _compare(
     times = stats.with_points(pd.concat(curves("time_s"), axis=1), grid).loc[grid]
     seconds = float(times.iloc[-1].min())
     by_time = stats.aligned(curves("return", "time_s"), seconds)
-    variants = list(dict.fromkeys(v for v, _ in names))
-    logged = [v for v in variants if all(t.curves["tv"].notna().any() for t in kept if t.variant == v)]
-    tv = (
-        stats.aligned({n: c for n, c in curves("tv").items() if n[0] in logged}, budget)
-        if logged
-        else pd.DataFrame()
-    )
+    # TV per update, of the variants whose every trial logged it, over the last tenth of training.
+    unlogged = {t.variant for t in kept if t.curves["tv"].isna().all()}
+    tv_curves = {name: curve for name, curve in curves("tv").items() if name[0] not in unlogged}
+    tv = stats.aligned(tv_curves, budget) if tv_curves else pd.DataFrame()
+    tv_last = stats.window_mean(tv, *stats.tenth_edges(returns)[-2:]) if not tv.empty else pd.Series()
+    variants = returns.columns.unique(0)
     base_final = returns[baseline].mean(axis=1).iloc[-1] if baseline in variants else math.nan
-    last_tenth = stats.tenth_edges(returns)[-2:]
     rows, stability = [], []
     for variant in variants:
         mean, time = returns[variant].mean(axis=1), times[variant].mean(axis=1)
         cross = stats.first_crossing(mean, base_final)
         to_target = stats.first_crossing(mean, target) if target is not None else math.nan
+        at_time = by_time[variant].iloc[-1] if not by_time.empty else pd.Series(dtype=float)
         rows.append(
             {
                 "env": env,
@@ -138,27 +137,26 @@ def _compare(
                 "steps_to_baseline_final": cross,
                 "env_steps_per_s": budget / time.iloc[-1],
                 "time_to_baseline_final_s": float(np.interp(cross, grid, time)),
-                "return_at_time": by_time[variant].mean(axis=1).iloc[-1] if not by_time.empty else math.nan,
-                "return_at_time_se": by_time[variant].sem(axis=1).iloc[-1] if not by_time.empty else math.nan,
+                "return_at_time": at_time.mean(),
+                "return_at_time_se": at_time.sem(),
                 "time_budget_s": seconds,
                 "target": target if target is not None else math.nan,
                 "steps_to_target": to_target,
                 "time_to_target_s": float(np.interp(to_target, grid, time)),
             }
         )
-        with_tv = not tv.empty and variant in tv
-        tv_last = stats.window_mean(tv[variant], *last_tenth) if with_tv else pd.Series(dtype=float)
-        ts = [t for t in kept if t.variant == variant]
+        targets = [t.curves["tv_target"] for t in kept if t.variant == variant]
+        last = tv_last[variant] if variant in tv_last else pd.Series(dtype=float)
         change, change_se, (peak_start, peak_end) = stats.late_change(returns[variant])
         stability.append(
             {
                 "env": env,
                 "variant": variant,
-                "seeds": len(ts),
-                "tv_last": tv_last.mean(),
-                "tv_last_se": tv_last.sem(),
-                "tv_target": pd.concat([t.curves["tv_target"] for t in ts]).median()
-                if with_tv and all(t.curves["tv_target"].notna().any() for t in ts)
+                "seeds": len(targets),
+                "tv_last": last.mean(),
+                "tv_last_se": last.sem(),
+                "tv_target": pd.concat(targets).median()
+                if last.size and all(t.notna().any() for t in targets)
                 else math.nan,
                 "peak_start": peak_start,
                 "peak_end": peak_end,
@@ -169,7 +167,7 @@ def _compare(
     trials = pd.DataFrame(
         {
             "env": env,
-            "variant": [v for v, _ in names],
+            "variant": [t.variant for t in kept],
             "seed": pd.array([t.seed for t in kept], dtype="Int64"),
             "budget": budget,
             "avg": stats.mean_over(returns).to_numpy(),
@@ -311,10 +309,3 @@ def _paper_rows(rows: pd.DataFrame) -> pd.DataFrame:
             f"{report_paper.PAPER_BUDGET:,}",
         )
     return papers
-
-
-def paper_finals(report: Report) -> pd.DataFrame:
-    """The paper's final returns (``env``, ``variant``, ``paper_final``) for the rows read at its
-    budget, which ``returns.png`` marks."""
-    on_budget = ~report.paper.env.isin(report_paper.off_budget(report.paper))
-    return report.paper[on_budget][["env", "variant", "paper_final"]]

@@ -26,11 +26,7 @@ Given reports' ``table.csv`` files instead, it joins their rows, relabelled by `
 writes their mean gains across environments (:mod:`~rllib_geppo.report.tables`): the paper's
 six-task means from studies that ran apart.
 
-This module is the command line alone: :mod:`~rllib_geppo.report.trials` reads the trial
-folders, :mod:`~rllib_geppo.report.grouping` decides which trials form each row,
-:mod:`~rllib_geppo.report.build` builds the report from them (the arithmetic in
-:mod:`~rllib_geppo.report.stats`), and :mod:`~rllib_geppo.report.markdown` and
-:mod:`~rllib_geppo.report.files` write it (the drawing in :mod:`~rllib_geppo.report.plots`).
+This module is the command line alone; the package's docstring says which module does what.
 """
 
 from __future__ import annotations

@@ -78,34 +78,14 @@ def compare_with_paper(rows: pd.DataFrame) -> pd.DataFrame:
     """
     ours = rows.assign(task=rows.env.map(paper_task), paper_variant=rows.variant.map(PAPER_VARIANTS))
     both = ours.merge(PAPER_TABLE1, on=["task", "paper_variant"])
-    return both.assign(
-        avg_vs_paper_pct=improvement_pct(both.avg, both.paper_avg),
-        final_vs_paper_pct=improvement_pct(both.final, both.paper_final),
-        avg_vs_ppo_pct=both.avg_vs_baseline_pct,
-        final_vs_ppo_pct=both.final_vs_baseline_pct,
-        steps_to_ppo_final=both.steps_to_baseline_final,
-    )[
-        [
-            "env",
-            "variant",
-            "seeds",
-            "budget",
-            "avg",
-            "avg_se",
-            "paper_avg",
-            "avg_vs_paper_pct",
-            "avg_vs_ppo_pct",
-            "paper_avg_vs_ppo_pct",
-            "final",
-            "final_se",
-            "paper_final",
-            "final_vs_paper_pct",
-            "final_vs_ppo_pct",
-            "paper_final_vs_ppo_pct",
-            "steps_to_ppo_final",
-            "paper_steps_to_ppo_final",
-        ]
-    ]
+    columns = ["env", "variant", "seeds", "budget"]
+    for what in ("avg", "final"):
+        both[f"{what}_vs_paper_pct"] = improvement_pct(both[what], both[f"paper_{what}"])
+        both[f"{what}_vs_ppo_pct"] = both[f"{what}_vs_baseline_pct"]
+        columns += [what, f"{what}_se", f"paper_{what}", f"{what}_vs_paper_pct", f"{what}_vs_ppo_pct"]
+        columns.append(f"paper_{what}_vs_ppo_pct")
+    both["steps_to_ppo_final"] = both.steps_to_baseline_final
+    return both[[*columns, "steps_to_ppo_final", "paper_steps_to_ppo_final"]]
 
 
 def off_budget(paper: pd.DataFrame, tolerance: float = 0.01) -> list[str]:

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 from matplotlib.transforms import offset_copy
 
-from rllib_geppo.report.build import Report, paper_finals
+from rllib_geppo.report.build import Report
+from rllib_geppo.report.paper import off_budget
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
 _KNOWN_COLORS = {
@@ -84,11 +85,11 @@ def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: b
 
 
 def figures(report: Report) -> dict[str, Figure]:
-    """The report's figures by file name: ``returns.png``, and ``returns_vs_time.png`` and
-    ``tv.png`` where some environment has curves for them."""
-    drawn = {
-        "returns.png": returns_figure(report.returns, report.rows, report.baseline, paper_finals(report))
-    }
+    """The report's figures by file name: ``returns.png`` (with the paper's final returns where
+    its rows are read at the paper's budget), and ``returns_vs_time.png`` and ``tv.png`` where
+    some environment has curves for them."""
+    paper = report.paper[~report.paper.env.isin(off_budget(report.paper))]
+    drawn = {"returns.png": returns_figure(report.returns, report.rows, report.baseline, paper)}
     if report.returns_by_time:
         drawn["returns_vs_time.png"] = returns_vs_time_figure(report.returns_by_time)
     if report.tv:
