@@ -3,9 +3,9 @@
 | module | what |
 | --- | --- |
 | ``main`` | the command line: its arguments, and the exit code of a run |
-| ``trials`` | reading one Tune trial folder into a ``Trial``: its curves (a DataFrame), settings, variant, problems |
+| ``trials`` | one Tune trial folder read into a ``Trial``: its curves (a DataFrame), settings, variant |
 | ``grouping`` | which trials form each row: labels by settings, ``--pool``, the budget to reach |
-| ``build`` | the ``Report``: each table as a DataFrame (rows, trials, stability, mean gains), the curves drawn |
+| ``build`` | the ``Report``: each table as a DataFrame, and the curves the figures draw |
 | ``markdown`` | ``table.md`` (``DataFrame.to_markdown``), and how the tables write numbers |
 | ``files`` | writing ``table.md``, the CSVs and the PNGs into ``--out`` |
 | ``settings`` | which settings tell trials apart, and the labels that name them |
