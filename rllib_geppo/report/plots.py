@@ -145,10 +145,11 @@ def tv_figure(curves: Mapping[str, pd.DataFrame], targets: pd.DataFrame) -> Figu
     fig, axes = _panel_axes(len(curves), "TV distance per policy update (mean over seeds, ±½ s.e.)")
     for ax, (env, frame) in zip(axes, curves.items()):
         colors = variant_colors(frame.columns.unique(0))
-        _draw_bands(ax, frame, colors)
-        env_targets = targets[targets.env == env].dropna(subset="tv_target")
-        for row in env_targets.itertuples():
-            ax.axhline(row.tv_target, color=colors[row.variant], linestyle=":")
+        env_targets = targets[targets.env == env].dropna(subset="tv_target").set_index("variant").tv_target
+        for variant in frame.columns.unique(0):  # each target drawn over its own band
+            _draw_bands(ax, frame[[variant]], colors)
+            if variant in env_targets:
+                ax.axhline(env_targets[variant], color=colors[variant], linestyle=":")
         if not env_targets.empty:  # one entry for all targets: each is dotted in its variant's colour
             ax.plot([], [], color="black", linestyle=":", label="target ε/2 (variant's colour)")
         _finish(ax, env, "TV(π_new, π_old)")
