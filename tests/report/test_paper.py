@@ -146,11 +146,13 @@ def test_paper_columns_beside_ours(million_step_results: Path, tmp_path: Path):
     assert "MuJoCo v3" in table and "5 seeds" in table
 
 
-def stars(built) -> dict[str, list[tuple[float, float]]]:
-    """Per panel of returns.png, where it marks the paper's final returns."""
+def stars(built) -> dict[str, list[tuple[str, float, float]]]:
+    """Per panel of returns.png, the paper's final returns it marks: (label, env steps, return)."""
     return {
         ax.get_title(): sorted(
-            (line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines() if line.get_marker() == "*"
+            (line.get_label(), line.get_xdata()[0], line.get_ydata()[0])
+            for line in ax.get_lines()
+            if line.get_marker() == "*"
         )
         for ax in figures(built)["returns.png"].axes
     }
@@ -159,7 +161,7 @@ def stars(built) -> dict[str, list[tuple[float, float]]]:
 def test_paper_finals_are_marked_on_the_returns_panels(million_step_results: Path):
     built = build_report(load_trials([million_step_results]), 1e6, paper=True)
     marked = stars(built)
-    assert marked["Hopper-v5"] == [(1e6, 3126), (1e6, 3450)]
+    assert marked["Hopper-v5"] == [("GePPO: paper final", 1e6, 3450), ("PPO: paper final", 1e6, 3126)]
     assert marked["Pendulum-v1"] == []
     assert build_report(load_trials([million_step_results]), 1e6).paper.empty
 
