@@ -52,6 +52,7 @@ def format_return(value: float, se: float = math.nan) -> str:
 
 
 def _returns(values: pd.Series, ses: pd.Series) -> list[str]:
+    """:func:`format_return` of each value with its standard error."""
     return list(map(format_return, values, ses))
 
 
@@ -65,11 +66,9 @@ def _pct(values: pd.Series, ses: pd.Series | None = None) -> pd.Series:
     """E.g. "-11.6%", or with ``ses`` "-11.6% (-0.79 s.e.)": the change and the difference in
     standard errors of the difference (left out where NaN: with one seed); "n/a" for NaN."""
     cells = values.map("{:+.1f}%".format).where(values.notna(), "n/a")
-    return (
-        cells
-        if ses is None
-        else cells.mask(values.notna() & ses.notna(), cells + ses.map(" ({:+.2f} s.e.)".format))
-    )
+    if ses is not None:
+        cells = cells.mask(values.notna() & ses.notna(), cells + ses.map(" ({:+.2f} s.e.)".format))
+    return cells
 
 
 def _millions(steps: pd.Series, digits: str = ".3g") -> pd.Series:
