@@ -206,10 +206,8 @@ def _table_rows(
         base_mean, base_se = rows.env.map(base[what]), rows.env.map(base[f"{what}_se"])
         pct = stats.improvement_pct(rows[what], base_mean)
         in_se = stats.difference_in_se(rows[what], rows[f"{what}_se"], base_mean, base_se)
-        rows[f"{what}_vs_baseline_pct"], rows[f"{what}_vs_baseline_se"] = (
-            pct.mask(is_base),
-            in_se.mask(is_base),
-        )
+        rows[f"{what}_vs_baseline_pct"] = pct.mask(is_base)  # NaN on the baseline's own row
+        rows[f"{what}_vs_baseline_se"] = in_se.mask(is_base)
     return rows.merge(extras, on=["env", "variant"])[list(ROW_COLUMNS)]
 
 
