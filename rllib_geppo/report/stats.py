@@ -80,7 +80,8 @@ def late_change(frame: pd.DataFrame) -> tuple[float, float, tuple[float, float]]
     all curves is highest.
     """
     edges = tenth_edges(frame)
-    by_tenth = pd.concat([window_mean(frame, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])], axis=1)
+    fine = with_points(frame, edges)
+    by_tenth = pd.concat([mean_over(fine.loc[lo:hi]) for lo, hi in zip(edges[:-1], edges[1:])], axis=1)
     change = pd.Series(changes_from_peak(by_tenth.to_numpy()), dtype=float)
     peak = int(np.argmax(by_tenth.mean().to_numpy()))
     return change.mean(), change.sem(), (float(edges[peak]), float(edges[peak + 1]))
