@@ -28,7 +28,9 @@ def read_table(path: Path) -> pd.DataFrame:
     Raises ReportError for a file that is missing or not a report's table.
     """
     try:
-        table = pd.read_csv(path, dtype=ROW_COLUMNS, keep_default_na=False, na_values=[""])
+        # Text first, then numpy's conversion, which reads every float exactly as it was written
+        # (the parser of pandas 2 can be a last digit off).
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except OSError as err:
         raise ReportError(f"{path}: cannot be read ({err.strerror})") from None
     except ValueError as err:  # pandas' parser errors included
@@ -39,7 +41,10 @@ def read_table(path: Path) -> pd.DataFrame:
         raise ReportError(
             f"{path}: not a report's table.csv ({what}); for a trial's results, pass its folder"
         )
-    return table.reindex(columns=list(ROW_COLUMNS))
+    try:
+        return table.reindex(columns=list(ROW_COLUMNS)).astype(ROW_COLUMNS)
+    except ValueError as err:
+        raise ReportError(f"{path}: not a report's table.csv ({err})") from None
 
 
 def joined_rows(tables: Sequence[Path], pools: Sequence[tuple[str, Sequence[str]]]) -> pd.DataFrame:
