@@ -24,12 +24,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pandas as pd
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_geppo.report.markdown import format_return
-from rllib_geppo.report.stats import mean_and_se
 from rllib_geppo.report.trials import find_trial_dirs, load_trial
 
 ENV = "HalfCheetah-v5"
@@ -69,7 +69,7 @@ def trial_gaits(roots: list[Path], checkpoint: int, seed: int) -> dict[str, list
 
 
 def mean_se(values: np.ndarray) -> str:
-    return format_return(*mean_and_se(values)) if len(values) else "-"
+    return format_return(*pd.Series(values).agg(["mean", "sem"])) if len(values) else "-"
 
 
 def main() -> None:

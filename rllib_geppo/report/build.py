@@ -1,181 +1,214 @@
 """The :class:`Report` built from the trials: everything the output files show.
 
-Per environment, :func:`build_report` leaves out the flagged trials, compares the variants' return
-curves on one grid of env steps (:mod:`rllib_geppo.report.stats`) and collects the rows of Table 1,
-each trial's figures, the figures' panels, the TV of the last updates against its target and the
-return's late change; across environments, each variant's mean gain over each other; with
-``--paper``, the paper's Table 1 beside our rows (:mod:`rllib_geppo.report.paper`).
+Per environment, :func:`build_report` leaves out the flagged trials and puts the others' return
+curves on one grid of env steps (:mod:`rllib_geppo.report.stats`): each trial's average and final
+return are ``trials.csv``, and Table 1's rows (``table.csv``) are their means and standard errors
+per environment and variant, with where each mean curve reaches the baseline's final return (or a
+``--target``) and the return at equal training time. Then the TV of the last updates against its
+target and the return's late change (``stability.csv``); across environments, each variant's mean
+gain over each other (``mean_gains.csv``); with ``--paper``, the paper's Table 1 beside our rows
+(:mod:`rllib_geppo.report.paper`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from rllib_geppo.records.result_keys import RETURN_KEY
 from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import stats
 from rllib_geppo.report.grouping import Flag, group_trials, split_by_budget, variant_key
-from rllib_geppo.report.paper import PaperRow
-from rllib_geppo.report.plots import ReturnsPanel, TimePanel, TVPanel
-from rllib_geppo.report.stats import Array, MeanGain, Row, Stability
 from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class TrialRow:
-    """One trial's figures behind its variant's row (``trials.csv``): with them, studies that ran
-    apart can be pooled trial by trial."""
-
-    env: str
-    variant: str
-    seed: int | None
-    budget: float  # env steps
-    avg: float  # average return over training, on the environment's grid of env steps
-    final: float  # return at the budget
-    trial: str  # the trial's folder name
+#: ``table.csv``'s columns and their types: one row per environment and variant. Returns are
+#: means over seeds, ``_se`` their standard errors; NaN (an empty cell): not available.
+ROW_COLUMNS = {
+    "env": str,
+    "variant": str,
+    "seeds": int,
+    "excluded": int,  # trials flagged (stopped early, crashed) and left out of the means
+    "budget": float,  # env steps
+    "avg": float,  # mean return over training (its average over env steps)
+    "avg_se": float,
+    "final": float,  # return at the budget
+    "final_se": float,
+    "avg_vs_baseline_pct": float,  # NaN: no baseline, or this is the baseline
+    "final_vs_baseline_pct": float,
+    "avg_vs_baseline_se": float,  # the difference in standard errors of the difference
+    "final_vs_baseline_se": float,
+    "steps_to_baseline_final": float,  # env steps where the mean curve first reaches it; NaN: never
+    "env_steps_per_s": float,  # budget / mean training wall time to reach it
+    "time_to_baseline_final_s": float,  # training wall time; NaN as for steps
+    "return_at_time": float,  # mean return after time_budget_s of training wall time
+    "return_at_time_se": float,
+    "time_budget_s": float,  # the environment's shortest training time to the budget
+    "target": float,  # a return to reach (``--target``); NaN: none asked
+    "steps_to_target": float,  # env steps where the mean curve first reaches it
+    "time_to_target_s": float,  # training wall time there
+}
+#: Columns that reports from before ``--target`` lack.
+OPTIONAL_COLUMNS = ("target", "steps_to_target", "time_to_target_s")
 
 
 @dataclass(frozen=True)
 class Report:
-    """Everything the output files show."""
+    """Everything the output files show: each table as its CSV file's columns, and per environment
+    the curves that the figures draw, one column per kept trial, named ``(variant, trial)``."""
 
-    rows: list[Row]
-    trial_rows: list[TrialRow]
-    returns_panels: list[ReturnsPanel]
-    time_panels: list[TimePanel]
-    tv_panels: list[TVPanel]  # environments where some variant logged TV
+    rows: pd.DataFrame  # table.csv (ROW_COLUMNS)
+    #: trials.csv: env, variant, seed, budget, avg, final (on the environment's grid) and trial
+    #: (its folder's name): the figures behind the rows, so that studies can be pooled trial by trial
+    trials: pd.DataFrame
+    #: stability.csv: env, variant, seeds; tv_last (the TV per policy update over the last tenth
+    #: of training; NaN: not logged), tv_last_se, tv_target (eps / 2); peak_start and peak_end
+    #: (env steps: the tenth where the mean return is highest), late_change (the return over the
+    #: last tenth less that over the peak tenth: stats.changes_from_peak), late_change_se
+    stability: pd.DataFrame
+    mean_gains: pd.DataFrame  # mean_gains.csv (stats.mean_gains)
+    paper: pd.DataFrame  # paper.csv (paper.compare_with_paper); empty without --paper
+    returns: dict[str, pd.DataFrame]  # env -> return on a grid of env steps up to the budget
+    #: env -> return on a grid of seconds of training up to the environment's time_budget_s,
+    #: where its runs share a window of time
+    returns_by_time: dict[str, pd.DataFrame]
+    tv: dict[str, pd.DataFrame]  # env -> TV per update on env steps, variants whose trials logged it
     flags: list[Flag]
     baseline: str
     return_key: str
-    paper_rows: list[PaperRow] = dataclasses.field(default_factory=list)  # empty: no --paper
-    stability: list[Stability] = dataclasses.field(default_factory=list)  # one per row
-    mean_gains: list[MeanGain] = dataclasses.field(default_factory=list)  # pairs over >= 2 envs
 
 
 @dataclass(frozen=True)
-class TVCurves:
-    """One environment's TV per policy update, for the variants whose kept trials all logged it."""
+class _Environment:
+    """One environment's kept trials compared: its part of each table and its curves."""
 
-    grid: Array  # env steps, up to the budget
-    aligned: dict[str, Array]  # variant -> its trials' TV on the grid, one row per trial
-    targets: dict[str, float]  # variant -> its target (median over iterations and trials)
-
-
-def _tv_curves(by_variant: Mapping[str, list[Trial]], budget: float) -> TVCurves | None:
-    """The TV curves up to the budget; None when no variant logged TV there."""
-    logged = {v: ts for v, ts in by_variant.items() if all(t.tv is not None for t in ts)}
-    if not logged:
-        return None
-    curves = {v: [(t.run.steps, t.tv) for t in ts] for v, ts in logged.items()}
-    all_curves = [c for cs in curves.values() for c in cs]
-    start = stats.grid_start(all_curves)
-    if start > budget:
-        return None
-    grid = stats.step_grid([steps for steps, _ in all_curves], start, budget)
-    targets = {
-        v: float(np.nanmedian(np.concatenate([t.tv_target for t in ts])))
-        for v, ts in logged.items()
-        if all(t.tv_target is not None for t in ts)
-    }
-    return TVCurves(grid, {v: stats.align_all(cs, grid) for v, cs in curves.items()}, targets)
+    trials: pd.DataFrame  # its trials.csv rows
+    rows: list[dict]  # per variant, its table.csv columns beyond the seeds' means
+    stability: list[dict]  # per variant, its stability.csv row
+    returns: pd.DataFrame
+    returns_by_time: pd.DataFrame  # empty: its runs share no window of time
+    tv: pd.DataFrame  # empty: no variant logged TV up to the budget
 
 
-def _stability(env: str, comparison: stats.Comparison, tv: TVCurves | None) -> list[Stability]:
-    """Per variant, the TV over the last tenth of training against its target, and the late
-    change of the return (:func:`stats.late_change`); the tenths are the returns' for both."""
-    last_start, end = stats.tenth_edges(comparison.grid)[-2:]
-    rows = []
-    for variant, aligned in comparison.aligned.items():
-        change, change_se, (peak_start, peak_end) = stats.late_change(comparison.grid, aligned)
-        tv_last, tv_last_se = math.nan, math.nan
-        if tv and variant in tv.aligned:
-            tv_last, tv_last_se = stats.mean_and_se(
-                [stats.window_average(tv.grid, curve, last_start, end) for curve in tv.aligned[variant]]
-            )
+def _compare(
+    env: str, kept: Sequence[Trial], budget: float, baseline: str, target: float | None
+) -> _Environment:
+    """One environment's trials that reach the budget compared (see :class:`_Environment`)."""
+    kept = sorted(kept, key=lambda t: variant_key(t.variant))
+
+    def curves(column: str, x: str | None = None) -> dict[tuple[str, Path], pd.Series]:
+        """Each trial's curve of ``column``, against env steps or against the column ``x``."""
+        return {
+            (t.variant, t.path): t.curves[column].set_axis(t.curves[x]) if x else t.curves[column]
+            for t in kept
+        }
+
+    returns = stats.aligned(curves("return"), budget)
+    grid = returns.index
+    # Training time is reported every iteration (finite), so no point needs skipping.
+    times = stats.with_points(pd.concat(curves("time_s"), axis=1), grid).loc[grid]
+    seconds = float(times.iloc[-1].min())
+    by_time = stats.aligned(curves("return", "time_s"), seconds)
+    # TV per update, of the variants whose every trial logged it, over the last tenth of training.
+    unlogged = {t.variant for t in kept if t.curves["tv"].isna().all()}
+    tv_curves = {name: curve for name, curve in curves("tv").items() if name[0] not in unlogged}
+    tv = stats.aligned(tv_curves, budget) if tv_curves else pd.DataFrame()
+    tv_last = stats.window_mean(tv, *stats.tenth_edges(returns)[-2:]) if not tv.empty else pd.Series()
+    variants = returns.columns.unique(0)
+    base_final = returns[baseline].mean(axis=1).iloc[-1] if baseline in variants else math.nan
+    rows, stability = [], []
+    for variant in variants:
+        mean, time = returns[variant].mean(axis=1), times[variant].mean(axis=1)
+        cross = stats.first_crossing(mean, base_final)
+        to_target = stats.first_crossing(mean, target) if target is not None else math.nan
+        at_time = by_time[variant].iloc[-1] if not by_time.empty else pd.Series(dtype=float)
         rows.append(
-            Stability(
-                env=env,
-                variant=variant,
-                seeds=aligned.shape[0],
-                tv_last=tv_last,
-                tv_last_se=tv_last_se,
-                tv_target=tv.targets.get(variant, math.nan) if tv else math.nan,
-                peak_start=peak_start,
-                peak_end=peak_end,
-                late_change=change,
-                late_change_se=change_se,
-            )
+            {
+                "env": env,
+                "variant": variant,
+                "steps_to_baseline_final": cross,
+                "env_steps_per_s": budget / time.iloc[-1],
+                "time_to_baseline_final_s": float(np.interp(cross, grid, time)),
+                "return_at_time": at_time.mean(),
+                "return_at_time_se": at_time.sem(),
+                "time_budget_s": seconds,
+                "target": target if target is not None else math.nan,
+                "steps_to_target": to_target,
+                "time_to_target_s": float(np.interp(to_target, grid, time)),
+            }
         )
-    return rows
-
-
-def _paper_finals(rows: Sequence[Row]) -> dict[str, float]:
-    """Variant -> the paper's final return, for the rows it covers at its 1M-step budget."""
-    papers = report_paper.compare_with_paper(rows)
-    off = set(report_paper.off_budget(papers))
-    return {p.variant: p.paper_final for p in papers if p.env not in off}
-
-
-def _report_env(
-    report: Report,
-    env: str,
-    trials: Sequence[Trial],
-    budget: float | None,
-    paper: bool = False,
-    target: float | None = None,
-) -> None:
-    """Add one environment's rows and panels to ``report``, and its trials stopped early to its
-    flags. ``paper``: mark the paper's final returns on the returns panel; ``target``: a return
-    whose first crossing the rows give."""
-    env_budget, kept, early = split_by_budget(trials, budget)
-    report.flags.extend(early)
-    if not kept or stats.grid_start([(t.run.steps, t.run.returns) for t in kept]) > env_budget:
-        logger.warning("%s: no trial has returns up to the budget of %s env steps", env, f"{env_budget:,.0f}")
-        return
-    by_variant = group_trials(kept, lambda t: t.variant, variant_key)
-    excluded = {v: sum(f.trial.env == env and f.trial.variant == v for f in report.flags) for v in by_variant}
-    runs = {v: [t.run for t in ts] for v, ts in by_variant.items()}
-    comparison = stats.compare_variants(env, runs, env_budget, report.baseline, excluded, target)
-    rows = comparison.rows
-    report.rows.extend(rows)
-    report.trial_rows.extend(
-        TrialRow(env, variant, t.seed, env_budget, float(avg), float(final), t.path.name)
-        for variant, ts in by_variant.items()
-        for t, avg, final in zip(ts, comparison.trial_avgs[variant], comparison.trial_finals[variant])
+        targets = [t.curves["tv_target"] for t in kept if t.variant == variant]
+        last = tv_last[variant] if variant in tv_last else pd.Series(dtype=float)
+        change, change_se, (peak_start, peak_end) = stats.late_change(returns[variant])
+        stability.append(
+            {
+                "env": env,
+                "variant": variant,
+                "seeds": len(targets),
+                "tv_last": last.mean(),
+                "tv_last_se": last.sem(),
+                "tv_target": pd.concat(targets).median()
+                if last.size and all(t.notna().any() for t in targets)
+                else math.nan,
+                "peak_start": peak_start,
+                "peak_end": peak_end,
+                "late_change": change,
+                "late_change_se": change_se,
+            }
+        )
+    trials = pd.DataFrame(
+        {
+            "env": env,
+            "variant": [t.variant for t in kept],
+            "seed": pd.array([t.seed for t in kept], dtype="Int64"),
+            "budget": budget,
+            "avg": stats.mean_over(returns).to_numpy(),
+            "final": returns.iloc[-1].to_numpy(),
+            "trial": [t.path.name for t in kept],
+        }
     )
-    base_final = next((r.final for r in rows if r.variant == report.baseline), math.nan)
-    report.returns_panels.append(
-        ReturnsPanel(
-            env=env,
-            grid=comparison.grid,
-            bands=comparison.bands,
-            baseline=report.baseline,
-            baseline_final=base_final,
-            crossings={r.variant: r.steps_to_baseline_final for r in rows},
-            paper_finals=_paper_finals(rows) if paper else {},
+    return _Environment(trials, rows, stability, returns, by_time, tv)
+
+
+def _table_rows(
+    trials: pd.DataFrame, extras: pd.DataFrame, flags: Sequence[Flag], baseline: str
+) -> pd.DataFrame:
+    """``table.csv``: the seeds' means and standard errors per environment and variant, how they
+    compare with the baseline's of the environment, and ``extras``, the other columns."""
+    # Series.mean and Series.sem sum each group as numpy does (groupby's own "mean" and "sem"
+    # use compensated and one-pass sums: the same numbers but for their last digits).
+    mean, sem = pd.Series.mean, pd.Series.sem
+    rows = (
+        trials.groupby(["env", "variant"], sort=False)
+        .agg(
+            seeds=("avg", "size"),
+            budget=("budget", "first"),
+            avg=("avg", mean),
+            avg_se=("avg", sem),
+            final=("final", mean),
+            final_se=("final", sem),
         )
+        .reset_index()
     )
-    if comparison.time_bands:
-        report.time_panels.append(TimePanel(env, comparison.time_grid, comparison.time_bands))
-    tv = _tv_curves(by_variant, env_budget)
-    if tv:
-        report.tv_panels.append(
-            TVPanel(
-                env=env,
-                grid=tv.grid,
-                targets=tv.targets,
-                bands={v: stats.band(aligned) for v, aligned in tv.aligned.items()},
-            )
-        )
-    report.stability.extend(_stability(env, comparison, tv))
+    excluded = Counter((f.trial.env, f.trial.variant) for f in flags)
+    rows["excluded"] = [excluded[env, variant] for env, variant in zip(rows.env, rows.variant)]
+    is_base = rows.variant == baseline
+    base = rows[is_base].set_index("env")
+    for what in ("avg", "final"):
+        base_mean, base_se = rows.env.map(base[what]), rows.env.map(base[f"{what}_se"])
+        pct = stats.improvement_pct(rows[what], base_mean)
+        in_se = stats.difference_in_se(rows[what], rows[f"{what}_se"], base_mean, base_se)
+        rows[f"{what}_vs_baseline_pct"] = pct.mask(is_base)  # NaN on the baseline's own row
+        rows[f"{what}_vs_baseline_se"] = in_se.mask(is_base)
+    return rows.merge(extras, on=["env", "variant"])[list(ROW_COLUMNS)]
 
 
 def build_report(
@@ -198,18 +231,16 @@ def build_report(
             f"leave out --baseline {baseline!r}"
         )
     flags = [Flag(t, t.problem) for t in trials if t.problem]
-    report = Report(
-        rows=[],
-        trial_rows=[],
-        returns_panels=[],
-        time_panels=[],
-        tv_panels=[],
-        flags=flags,
-        baseline=baseline,
-        return_key=return_key,
-    )
+    compared: dict[str, _Environment] = {}
     for env, env_trials in group_trials((t for t in trials if not t.problem), lambda t: t.env).items():
-        _report_env(report, env, env_trials, budget, paper, (targets or {}).get(env))
+        env_budget, kept, early = split_by_budget(env_trials, budget)
+        flags.extend(early)
+        if not kept or max(t.curves["return"].first_valid_index() for t in kept) > env_budget:
+            logger.warning(
+                "%s: no trial has returns up to the budget of %s env steps", env, f"{env_budget:,.0f}"
+            )
+            continue
+        compared[env] = _compare(env, kept, env_budget, baseline, (targets or {}).get(env))
     for flag in flags:
         logger.warning(
             "excluded %s (%s, %s, seed %s): %s",
@@ -219,21 +250,35 @@ def build_report(
             flag.trial.seed,
             flag.reason,
         )
-    if not report.rows:
+    if not compared:
         raise ReportError(
             "no trial reaches the budget in any environment: "
             + "; ".join(f"{f.trial.path}: {f.reason}" for f in flags)
         )
-    _warn_split_baseline(report.rows, baseline)
-    report.mean_gains.extend(stats.mean_gains(report.rows))
-    if paper:
-        report.paper_rows.extend(_paper_rows(report.rows))
-    return report
+    envs = compared.values()
+    trial_rows = pd.concat([e.trials for e in envs], ignore_index=True)
+    rows = _table_rows(trial_rows, pd.DataFrame([r for e in envs for r in e.rows]), flags, baseline)
+    _warn_split_baseline(rows, baseline)
+    return Report(
+        rows=rows,
+        trials=trial_rows,
+        stability=pd.DataFrame([s for e in envs for s in e.stability]),
+        mean_gains=stats.mean_gains(rows),
+        paper=_paper_rows(rows) if paper else report_paper.compare_with_paper(rows.iloc[:0]),
+        returns={env: e.returns for env, e in compared.items()},
+        returns_by_time={
+            env: e.returns_by_time for env, e in compared.items() if not e.returns_by_time.empty
+        },
+        tv={env: e.tv for env, e in compared.items() if not e.tv.empty},
+        flags=flags,
+        baseline=baseline,
+        return_key=return_key,
+    )
 
 
-def _warn_split_baseline(rows: Sequence[Row], baseline: str) -> None:
+def _warn_split_baseline(rows: pd.DataFrame, baseline: str) -> None:
     """Warn where the baseline's trials differ in settings, so that no row is the baseline."""
-    labels = {r.variant for r in rows}
+    labels = set(rows.variant)
     split = sorted(label for label in labels if label.startswith(baseline + " "))
     if baseline not in labels and split:
         logger.warning(
@@ -244,13 +289,13 @@ def _warn_split_baseline(rows: Sequence[Row], baseline: str) -> None:
         )
 
 
-def _paper_rows(rows: Sequence[Row]) -> list[PaperRow]:
+def _paper_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows the paper covers beside its numbers; warns about what cannot be compared."""
     papers = report_paper.compare_with_paper(rows)
-    if not papers:
+    if papers.empty:
         logger.warning(
             "--paper: no row is one of the paper's tasks (%s) and variants (%s)",
-            ", ".join(report_paper.PAPER_TABLE1),
+            ", ".join(report_paper.PAPER_TABLE1.task.unique()),
             ", ".join(report_paper.PAPER_VARIANTS),
         )
     for env in report_paper.off_budget(papers):
@@ -258,7 +303,7 @@ def _paper_rows(rows: Sequence[Row]) -> list[PaperRow]:
             "--paper: %s is read at %s env steps, the paper at %s: its averages and "
             "finals are not the paper's quantities (use --budget 1e6)",
             env,
-            f"{next(p.budget for p in papers if p.env == env):,.0f}",
+            f"{papers.budget[papers.env == env].iloc[0]:,.0f}",
             f"{report_paper.PAPER_BUDGET:,}",
         )
     return papers

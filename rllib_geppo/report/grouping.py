@@ -20,7 +20,6 @@ from typing import Any
 from rllib_geppo.records.result_keys import RETURN_KEY
 from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report import stats
-from rllib_geppo.report.stats import Run
 from rllib_geppo.report.trials import ReportError, Trial, find_trial_dirs, load_trial
 
 logger = logging.getLogger(__name__)
@@ -117,20 +116,19 @@ def _under(setting: str, keys: Sequence[str]) -> bool:
 # ----------------------------------------------------------------------------- selecting trials
 
 
-def pool_variants(
-    trials: Sequence[Any], pools: Sequence[tuple[str, Sequence[str]]], kind: str = "trial"
-) -> list:
-    """Relabel the trials (or a table's rows: ``kind``, for messages) of each pool's member
-    variants with the pool's label.
-
-    A pool is reported as one variant whose seeds are all its members' trials: e.g. the layouts
-    that split sampling against the one that does not, when each is a variant of its own. Each
-    baseline then counts once, where comparing every member with it separately reuses its noise.
+def pool_owners(
+    labels: Iterable[str], pools: Sequence[tuple[str, Sequence[str]]], kind: str = "trial"
+) -> dict[str, str]:
+    """Each pooled label -> its pool's label, for ``--pool``: the trials (or a table's rows:
+    ``kind``, for messages) of each pool's members are reported as one variant, labelled as the
+    pool, whose seeds are all its members' trials: e.g. the layouts that split sampling against
+    the one that does not, when each is a variant of its own. Each baseline then counts once,
+    where comparing every member with it separately reuses its noise.
 
     Raises ReportError for a member no trial has, a variant in two pools, or a label that is
     already another variant's (the trials would merge silently).
     """
-    labels = {t.variant for t in trials}
+    labels = set(labels)
     owner: dict[str, str] = {}
     for label, members in pools:
         for member in members:
@@ -148,13 +146,13 @@ def pool_variants(
             raise ReportError(
                 f"--pool {label}: {label!r} is already a variant of its own; choose another label"
             )
+    return owner
+
+
+def pool_variants(trials: Sequence[Trial], pools: Sequence[tuple[str, Sequence[str]]]) -> list[Trial]:
+    """The trials, each pool's members relabelled with the pool's label (:func:`pool_owners`)."""
+    owner = pool_owners((t.variant for t in trials), pools)
     return [dataclasses.replace(t, variant=owner.get(t.variant, t.variant)) for t in trials]
-
-
-def _curve_end(run: Run) -> tuple[float, float]:
-    """(env steps at the last reported return, env steps of the last iteration)."""
-    steps, _ = stats.valid_points(run.steps, run.returns)
-    return float(steps[-1]), float(steps[-1] - (steps[-2] if len(steps) > 1 else 0.0))
 
 
 def split_by_budget(trials: Sequence[Trial], budget: float | None) -> tuple[float, list[Trial], list[Flag]]:
@@ -164,24 +162,26 @@ def split_by_budget(trials: Sequence[Trial], budget: float | None) -> tuple[floa
         trials: trials of one environment without a ``problem``.
         budget: env steps, or None for the largest budget all complete trials reach.
     """
-    ends = {t.path: _curve_end(t.run) for t in trials}
+    # Per trial: the env steps at its last return, and those its last iteration with one took.
+    returned = {t.path: t.curves["return"].dropna().index for t in trials}
+    ends = {path: (s[-1], s[-1] - (s[-2] if len(s) > 1 else 0.0)) for path, s in returned.items()}
     if budget is None:
         budget = stats.common_budget(list(ends.values()))
     kept = [t for t in trials if ends[t.path][0] >= budget]
     flags = [
-        Flag(t, _short_of_budget(t.run, ends[t.path][0], budget)) for t in trials if ends[t.path][0] < budget
+        Flag(t, _short_of_budget(t, ends[t.path][0], budget)) for t in trials if ends[t.path][0] < budget
     ]
     return budget, kept, flags
 
 
-def _short_of_budget(run: Run, curve_end: float, budget: float) -> str:
+def _short_of_budget(trial: Trial, curve_end: float, budget: float) -> str:
     """Why a trial's return curve ends before the budget: the trial stopped, or it ran on
     with no return recorded (an env without a time limit finishes no episode once its policy
     balances; an evaluation return comes only every ``evaluation_interval`` iterations)."""
-    if run.steps[-1] >= budget:
+    if (ran := trial.curves.index[-1]) >= budget:
         return (
             f"no return after {curve_end:,.0f} env steps (budget {budget:,.0f}): the trial ran "
-            f"to {run.steps[-1]:,.0f} but finished no episode (give the env a time limit) or, "
+            f"to {ran:,.0f} but finished no episode (give the env a time limit) or, "
             "for an evaluation return, was not evaluated (a budget at its last evaluation)"
         )
     return f"stopped early at {curve_end:,.0f} env steps (budget {budget:,.0f})"

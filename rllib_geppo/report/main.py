@@ -26,11 +26,7 @@ Given reports' ``table.csv`` files instead, it joins their rows, relabelled by `
 writes their mean gains across environments (:mod:`~rllib_geppo.report.tables`): the paper's
 six-task means from studies that ran apart.
 
-This module is the command line alone: :mod:`~rllib_geppo.report.trials` reads the trial
-folders, :mod:`~rllib_geppo.report.grouping` decides which trials form each row,
-:mod:`~rllib_geppo.report.build` builds the report from them (the arithmetic in
-:mod:`~rllib_geppo.report.stats`), and :mod:`~rllib_geppo.report.markdown` and
-:mod:`~rllib_geppo.report.files` write it (the drawing in :mod:`~rllib_geppo.report.plots`).
+This module is the command line alone; the package's docstring says which module does what.
 """
 
 from __future__ import annotations
@@ -50,7 +46,7 @@ from rllib_geppo.report.build import Report, build_report
 from rllib_geppo.report.files import write_csv, write_report
 from rllib_geppo.report.grouping import BASE_LABELS, load_trials, pool_variants, setting_names
 from rllib_geppo.report.markdown import render_markdown
-from rllib_geppo.report.stats import MeanGain, Row, mean_gains
+from rllib_geppo.report.stats import mean_gains
 from rllib_geppo.report.tables import joined_rows, render_tables
 from rllib_geppo.report.trials import ReportError, Trial
 
@@ -255,8 +251,8 @@ def run_tables_report(args: argparse.Namespace) -> int:
     gains = mean_gains(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.md").write_text(text := render_tables(rows, gains, args.paths))
-    write_csv(rows, Row, args.out / "table.csv")
-    write_csv(gains, MeanGain, args.out / "mean_gains.csv")
+    write_csv(rows, args.out / "table.csv")
+    write_csv(gains, args.out / "mean_gains.csv")
     print(text)
     print(f"Wrote {args.out / 'table.md'}, {args.out / 'table.csv'}, {args.out / 'mean_gains.csv'}")
     return 0
@@ -266,7 +262,7 @@ def keep_trials(trials: Sequence[Trial], report: Report, out: Path) -> int:
     """Write a record (:mod:`rllib_geppo.records.trial_record`) of each trial that the report's
     rows average and that finished (Tune's status TERMINATED), leaving records already in
     ``out`` as they are; returns how many of those trials ``out`` holds."""
-    averaged = {row.trial for row in report.trial_rows}
+    averaged = set(report.trials.trial)
     out = out.resolve()
     kept = 0
     for trial in trials:

@@ -2,25 +2,46 @@
 
 Table 1 per environment and variant (with ``--paper``, the paper's Table 1 beside ours first),
 the steps and time to ``--target`` returns, the update sizes and late changes, the mean gains
-across environments, and the trials left out. :func:`format_return` is how every table writes a
+across environments, and the trials left out. Each table is a DataFrame of its cells' text,
+written by pandas (:func:`markdown_table`); :func:`format_return` is how every table writes a
 return and its standard error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+
+import pandas as pd
+from tabulate import DataRow, TableFormat
 
 from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY
 from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import stats
 from rllib_geppo.report.build import Report
 from rllib_geppo.report.grouping import variant_key
-from rllib_geppo.report.paper import PaperRow
-from rllib_geppo.report.stats import MeanGain, Row, Stability
+
+#: Markdown's pipe tables with every cell as it is, "| --- |" under the header (tabulate's own
+#: "pipe" format pads each column to its widest cell: one long label would widen every line).
+_PIPE = TableFormat(
+    lineabove=None,
+    linebelowheader=lambda widths, _: "|" + " --- |" * len(widths),
+    linebetweenrows=None,
+    linebelow=None,
+    headerrow=DataRow("|", "|", "|"),
+    datarow=DataRow("|", "|", "|"),
+    padding=1,
+    with_header_hide=None,
+)
 
 
-def format_return(value: float, se: float) -> str:
+def markdown_table(cells: pd.DataFrame) -> list[str]:
+    """The lines of a markdown table of ``cells`` (text), headed by their column names."""
+    text = cells.to_markdown(index=False, tablefmt=_PIPE, stralign=None, numalign=None, disable_numparse=True)
+    return text.splitlines()
+
+
+def format_return(value: float, se: float = math.nan) -> str:
     """``value ± se`` as the report's tables write returns ("n/a" where value is not finite)."""
     if not math.isfinite(value):
         return "n/a"
@@ -30,93 +51,107 @@ def format_return(value: float, se: float) -> str:
     return f"{number} ± {se:,.0f}" if abs(value) >= 100 else f"{number} ± {se:.2g}"
 
 
-def _fmt_duration(seconds: float) -> str:
+def _returns(values: pd.Series, ses: pd.Series) -> list[str]:
+    """:func:`format_return` of each value with its standard error."""
+    return list(map(format_return, values, ses))
+
+
+def _duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
-def _comparison_cells(row: Row, has_baseline: bool, baseline: str) -> list[str]:
-    """The columns relative to the baseline: "n/a" without a baseline run, "—" on its own row."""
-    if not has_baseline:
-        return ["n/a"] * 4
-    pct = [
-        "—" if row.variant == baseline else _fmt_vs_baseline(pct, se)
-        for pct, se in (
-            (row.avg_vs_baseline_pct, row.avg_vs_baseline_se),
-            (row.final_vs_baseline_pct, row.final_vs_baseline_se),
-        )
-    ]
-    return pct + _steps_and_time_cells(row.steps_to_baseline_final, row.time_to_baseline_final_s)
+def _pct(values: pd.Series, ses: pd.Series | None = None) -> pd.Series:
+    """E.g. "-11.6%", or with ``ses`` "-11.6% (-0.79 s.e.)": the change and the difference in
+    standard errors of the difference (left out where NaN: with one seed); "n/a" for NaN."""
+    cells = values.map("{:+.1f}%".format).where(values.notna(), "n/a")
+    if ses is not None:
+        cells = cells.mask(values.notna() & ses.notna(), cells + ses.map(" ({:+.2f} s.e.)".format))
+    return cells
 
 
-def _steps_and_time_cells(steps: float, seconds: float) -> list[str]:
+def _millions(steps: pd.Series, digits: str = ".3g") -> pd.Series:
+    """Env steps in millions; "not reached" where NaN."""
+    return (steps / 1e6).map(f"{{:{digits}}}".format).where(steps.notna(), "not reached")
+
+
+def _steps_and_time(steps: pd.Series, seconds: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Env steps (millions) and training time to a return; "not reached" where steps is NaN."""
-    if not math.isfinite(steps):
-        return ["not reached"] * 2
-    return [f"{steps / 1e6:.3g}", _fmt_duration(seconds)]
+    return _millions(steps), seconds.map(_duration).where(steps.notna(), "not reached")
 
 
-def _fmt_vs_baseline(pct: float, diff_se: float) -> str:
-    """E.g. "-11.6% (-0.79 s.e.)": the change and the difference in standard errors of the
-    difference (left out with one seed)."""
-    if not (math.isfinite(pct) and math.isfinite(diff_se)):
-        return _fmt_pct(pct)
-    return f"{_fmt_pct(pct)} ({diff_se:+.2f} s.e.)"
+def render_paper_markdown(paper: pd.DataFrame) -> list[str]:
+    """The lines of the paper-comparison table (``--paper``): our rows beside Table 1's; *vs PPO*
+    and *steps to PPO final* give ours, then the paper's in brackets."""
+    has_ppo = paper.env.isin(paper.env[paper.variant == report_paper.PAPER_BASELINE])
 
-
-def _fmt_pct(value: float) -> str:
-    return f"{value:+.1f}%" if math.isfinite(value) else "n/a"
-
-
-def _paper_cells(row: PaperRow, has_ppo: bool) -> list[str]:
-    """ "vs PPO" and "steps to PPO final" cells: ours, then the paper's in brackets."""
-    ours = (_fmt_pct(row.avg_vs_ppo_pct), _fmt_pct(row.final_vs_ppo_pct)) if has_ppo else ("n/a", "n/a")
-    vs_ppo = (
-        ["—", "—"]
-        if row.variant == report_paper.PAPER_BASELINE
-        else [
-            f"{o} ({p:+.0f}%)" for o, p in zip(ours, (row.paper_avg_vs_ppo_pct, row.paper_final_vs_ppo_pct))
-        ]
-    )
-    steps = (
-        "n/a"
-        if not has_ppo
-        else "not reached"
-        if not math.isfinite(row.steps_to_ppo_final)
-        else f"{row.steps_to_ppo_final / 1e6:.2f}"
-    )
-    return vs_ppo + [f"{steps} ({row.paper_steps_to_ppo_final / 1e6:.2f})"]
-
-
-def render_paper_markdown(rows: Sequence[PaperRow]) -> list[str]:
-    """The lines of the paper-comparison table (``--paper``): our rows beside Table 1's."""
-    paper = report_paper
-    lines = [
-        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {paper.PAPER_ENV_VERSION} tasks "
-        f"of OpenAI Gym, {paper.PAPER_BUDGET / 1e6:.0f}M env steps, {paper.PAPER_SEEDS} seeds. "
-        "Ours: the env versions and budgets named in the rows, ± one standard error over our "
-        "seeds. *vs paper* is (ours - paper) / "
-        "|paper|; *vs PPO* is GePPO against PPO of the same source, ours then the paper's in "
-        "brackets; so is *steps to PPO final*, where the mean curve first reaches PPO's final "
-        "return (the paper gives PPO's own as the budget).",
-        "",
-        "| env | budget (M steps) | variant | seeds | avg return | paper avg | avg vs paper "
-        "| avg vs PPO (paper) | final return | paper final | final vs paper | final vs PPO (paper) "
-        "| steps to PPO final, M (paper) |",
-        "|" + " --- |" * 13,
-    ]
-    with_ppo = {r.env for r in rows if r.variant == paper.PAPER_BASELINE}
-    for row in rows:
-        avg_ppo, final_ppo, steps = _paper_cells(row, row.env in with_ppo)
-        lines.append(
-            f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {row.seeds} "
-            f"| {format_return(row.avg, row.avg_se)} | {format_return(row.paper_avg, math.nan)} "
-            f"| {_fmt_pct(row.avg_vs_paper_pct)} | {avg_ppo} "
-            f"| {format_return(row.final, row.final_se)} | {format_return(row.paper_final, math.nan)} "
-            f"| {_fmt_pct(row.final_vs_paper_pct)} | {final_ppo} | {steps} |"
+    def vs_ppo(ours: str, papers: str) -> pd.Series:
+        cells = _pct(paper[ours]).where(has_ppo, "n/a") + paper[papers].map(
+            " ({:+.0f}%)".format, na_action="ignore"
         )
-    return lines
+        return cells.mask(paper.variant == report_paper.PAPER_BASELINE, "—")
+
+    steps = _millions(paper.steps_to_ppo_final, ".2f").where(has_ppo, "n/a")
+    cells = {
+        "env": paper.env,
+        "budget (M steps)": (paper.budget / 1e6).map("{:.3g}".format),
+        "variant": paper.variant,
+        "seeds": paper.seeds.astype(str),
+        "avg return": _returns(paper.avg, paper.avg_se),
+        "paper avg": paper.paper_avg.map(format_return),
+        "avg vs paper": _pct(paper.avg_vs_paper_pct),
+        "avg vs PPO (paper)": vs_ppo("avg_vs_ppo_pct", "paper_avg_vs_ppo_pct"),
+        "final return": _returns(paper.final, paper.final_se),
+        "paper final": paper.paper_final.map(format_return),
+        "final vs paper": _pct(paper.final_vs_paper_pct),
+        "final vs PPO (paper)": vs_ppo("final_vs_ppo_pct", "paper_final_vs_ppo_pct"),
+        "steps to PPO final, M (paper)": steps
+        + (paper.paper_steps_to_ppo_final / 1e6).map(" ({:.2f})".format),
+    }
+    return [
+        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {report_paper.PAPER_ENV_VERSION} tasks "
+        f"of OpenAI Gym, {report_paper.PAPER_BUDGET / 1e6:.0f}M env steps, {report_paper.PAPER_SEEDS} "
+        "seeds. Ours: the env versions and budgets named in the rows, ± one standard error over our "
+        "seeds. *vs paper* is (ours - paper) / |paper|; *vs PPO* is GePPO against PPO of the same "
+        "source, ours then the paper's in brackets; so is *steps to PPO final*, where the mean curve "
+        "first reaches PPO's final return (the paper gives PPO's own as the budget).",
+        "",
+        *markdown_table(pd.DataFrame(cells)),
+    ]
+
+
+def _rows_table(rows: pd.DataFrame, base: str) -> pd.DataFrame:
+    """Table 1's cells; those relative to the baseline are "n/a" without a baseline run in the
+    environment, the percentages "—" on its own row."""
+    is_base = rows.variant == base
+
+    def vs_base(cells: pd.Series) -> pd.Series:
+        return cells.where(rows.env.isin(rows.env[is_base]), "n/a")
+
+    steps, time = _steps_and_time(rows.steps_to_baseline_final, rows.time_to_baseline_final_s)
+    return pd.DataFrame(
+        {
+            "env": rows.env,
+            "budget (M steps)": (rows.budget / 1e6).map("{:.3g}".format),
+            "variant": rows.variant,
+            "seeds": rows.seeds.astype(str)
+            + rows.excluded.map(" ({} excluded)".format).where(rows.excluded > 0, ""),
+            "avg return": _returns(rows.avg, rows.avg_se),
+            f"avg vs {base}": vs_base(
+                _pct(rows.avg_vs_baseline_pct, rows.avg_vs_baseline_se).mask(is_base, "—")
+            ),
+            "final return": _returns(rows.final, rows.final_se),
+            f"final vs {base}": vs_base(
+                _pct(rows.final_vs_baseline_pct, rows.final_vs_baseline_se).mask(is_base, "—")
+            ),
+            f"steps to {base} final (M)": vs_base(steps),
+            f"time to {base} final": vs_base(time),
+            "env steps/s": rows.env_steps_per_s.map("{:,.0f}".format),
+            "return at T": _returns(rows.return_at_time, rows.return_at_time_se),
+            "T": rows.time_budget_s.map(_duration),
+        }
+    )
 
 
 def _return_description(return_key: str) -> str:
@@ -133,17 +168,11 @@ def _return_description(return_key: str) -> str:
 def render_markdown(report: Report) -> str:
     """``table.md``: Table 1 per environment and variant, then the excluded trials; with paper
     rows, the comparison with the paper's Table 1 comes first."""
-    base = report.baseline
+    base, rows = report.baseline, report.rows
     lines = ["# Results report", ""]
-    if report.paper_rows:
-        lines += [
-            "## Against the paper's Table 1",
-            "",
-            *render_paper_markdown(report.paper_rows),
-            "",
-            "## All rows",
-            "",
-        ]
+    if not report.paper.empty:
+        lines += ["## Against the paper's Table 1", "", *render_paper_markdown(report.paper), ""]
+        lines += ["## All rows", ""]
     lines += [
         f"Return: `{report.return_key}`{_return_description(report.return_key)}. "
         "Curves are aligned on env steps; *avg* is the mean of the "
@@ -156,25 +185,25 @@ def render_markdown(report: Report) -> str:
         "the mean return after T of training, T being the shortest time any trial of the "
         "environment took to the budget.",
         "",
-        f"| env | budget (M steps) | variant | seeds | avg return | avg vs {base} | final return "
-        f"| final vs {base} | steps to {base} final (M) | time to {base} final | env steps/s "
-        "| return at T | T |",
-        "|" + " --- |" * 13,
+        *markdown_table(_rows_table(rows, base)),
     ]
-    envs_with_base = {r.env for r in report.rows if r.variant == base}
-    for row in report.rows:
-        seeds = f"{row.seeds}" + (f" ({row.excluded} excluded)" if row.excluded else "")
-        avg_pct, final_pct, steps, time = _comparison_cells(row, row.env in envs_with_base, base)
-        lines.append(
-            f"| {row.env} | {row.budget / 1e6:.3g} | {row.variant} | {seeds} "
-            f"| {format_return(row.avg, row.avg_se)} | {avg_pct} "
-            f"| {format_return(row.final, row.final_se)} | {final_pct} | {steps} | {time} "
-            f"| {row.env_steps_per_s:,.0f} | {format_return(row.return_at_time, row.return_at_time_se)} "
-            f"| {_fmt_duration(row.time_budget_s)} |"
-        )
-    lines += _target_lines([row for row in report.rows if math.isfinite(row.target)])
+    if (targeted := rows[rows.target.notna()]).size:
+        steps, time = _steps_and_time(targeted.steps_to_target, targeted.time_to_target_s)
+        cells = {
+            "env": targeted.env,
+            "variant": targeted.variant,
+            "target return": targeted.target.map("{:,.0f}".format),
+            "steps to target (M)": steps,
+            "time to target": time,
+        }
+        lines += ["", "## Steps and time to a target return", ""]
+        lines += [
+            "Where each variant's mean curve first reaches the target.",
+            "",
+            *markdown_table(pd.DataFrame(cells)),
+        ]
     lines += _stability_lines(report.stability)
-    lines += mean_gain_lines(report.mean_gains, {r.variant for r in report.rows})
+    lines += mean_gain_lines(report.mean_gains, rows.variant)
     if report.flags:
         lines += ["", "## Excluded trials", ""]
         lines += [
@@ -184,35 +213,21 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _target_lines(rows: Sequence[Row]) -> list[str]:
-    """The rows' steps and training time to their environment's target return (``--target``)."""
-    if not rows:
-        return []
-    lines = [
-        "",
-        "## Steps and time to a target return",
-        "",
-        "Where each variant's mean curve first reaches the target.",
-        "",
-        "| env | variant | target return | steps to target (M) | time to target |",
-        "|" + " --- |" * 5,
-    ]
-    for row in rows:
-        cells = [
-            row.env,
-            row.variant,
-            f"{row.target:,.0f}",
-            *_steps_and_time_cells(row.steps_to_target, row.time_to_target_s),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
-def _stability_lines(rows: Sequence[Stability]) -> list[str]:
+def _stability_lines(rows: pd.DataFrame) -> list[str]:
     """The TV of the last updates against its target, and the return's late change."""
-    if not rows:
-        return []
-    lines = [
+    cells = {
+        "env": rows.env,
+        "variant": rows.variant,
+        "seeds": rows.seeds.astype(str),
+        "TV, last tenth": _returns(rows.tv_last, rows.tv_last_se),
+        "TV target": rows.tv_target.map(format_return),
+        "vs target": _pct(stats.improvement_pct(rows.tv_last, rows.tv_target)),
+        "peak tenth (M steps)": [
+            f"{a / 1e6:.2g}–{b / 1e6:.2g}" for a, b in zip(rows.peak_start, rows.peak_end)
+        ],
+        "late change": _returns(rows.late_change, rows.late_change_se),
+    }
+    return [
         "",
         "## Update size and late change",
         "",
@@ -224,42 +239,24 @@ def _stability_lines(rows: Sequence[Stability]) -> list[str]:
         "peak; noise alone averages zero). Training runs from the first env step where every "
         "curve has a return to the budget. ± is one standard error over seeds.",
         "",
-        "| env | variant | seeds | TV, last tenth | TV target | vs target | peak tenth (M steps) "
-        "| late change |",
-        "|" + " --- |" * 8,
+        *markdown_table(pd.DataFrame(cells)),
     ]
-    for row in rows:
-        cells = [
-            row.env,
-            row.variant,
-            str(row.seeds),
-            format_return(row.tv_last, row.tv_last_se),
-            format_return(row.tv_target, math.nan),
-            _fmt_pct(stats.improvement_pct(row.tv_last, row.tv_target)),
-            f"{row.peak_start / 1e6:.2g}–{row.peak_end / 1e6:.2g}",
-            format_return(row.late_change, row.late_change_se),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
 
 
-def mean_gain_lines(gains: Sequence[MeanGain], variants: Iterable[str]) -> list[str]:
+def mean_gain_lines(gains: pd.DataFrame, variants: Iterable[str]) -> list[str]:
     """Each of ``variants``' mean % gain in average return over each other, across
-    environments; nothing when no pair shares two environments."""
-    if not gains:
+    environments (:func:`~rllib_geppo.report.stats.mean_gains`); nothing when no pair shares two
+    environments."""
+    if gains.empty:
         return []
-    variants = sorted(variants, key=variant_key)
-    by_pair = {(g.variant, g.versus): g for g in gains}
-    most = max(g.envs for g in gains)
-
-    def cell(variant: str, versus: str) -> str:
-        if variant == versus:
-            return "—"
-        if (gain := by_pair.get((variant, versus))) is None:
-            return "n/a"
-        envs = "" if gain.envs == most else f", {gain.envs} envs"
-        return f"{_fmt_pct(gain.mean_pct)} ({gain.above}↑ {gain.below}↓{envs})"
-
+    variants = sorted(set(variants), key=variant_key)
+    most = gains.envs.max()
+    envs = gains.envs.map(", {} envs".format).where(gains.envs != most, "")
+    text = _pct(gains.mean_pct) + [f" ({a}↑ {b}↓{e})" for a, b, e in zip(gains.above, gains.below, envs)]
+    cells = pd.Series(text.to_numpy(), pd.MultiIndex.from_frame(gains[["variant", "versus"]]))
+    cells = cells.unstack().reindex(index=variants, columns=variants, fill_value="n/a").fillna("n/a")
+    for variant in variants:
+        cells.loc[variant, variant] = "—"
     return [
         "",
         "## Across environments",
@@ -271,7 +268,5 @@ def mean_gain_lines(gains: Sequence[MeanGain], variants: Iterable[str]) -> list[
         "by more than one standard error of the difference (the rest: no winner). Cells need "
         "two environments (n/a: fewer).",
         "",
-        "| variant | " + " | ".join(f"vs {v}" for v in variants) + " |",
-        "|" + " --- |" * (len(variants) + 1),
-        *("| " + " | ".join([v, *(cell(v, w) for w in variants)]) + " |" for v in variants),
+        *markdown_table(cells.add_prefix("vs ").rename_axis("variant").reset_index()),
     ]

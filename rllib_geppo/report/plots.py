@@ -1,21 +1,23 @@
 """The paper's figures: return and TV per policy update against env steps, one panel per env.
 
 Figures are built with matplotlib's object API (no pyplot, so no global state or GUI backend) and
-returned, so callers decide where to save them and tests can inspect the axes.
+returned, so callers decide where to save them and tests can inspect the axes. Each panel draws an
+environment's curves as the report holds them: one column per trial, named ``(variant, trial)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from math import ceil, isfinite
 
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 from matplotlib.transforms import offset_copy
 
-from rllib_geppo.report.stats import Array, Band
+from rllib_geppo.report.build import Report
+from rllib_geppo.report.paper import off_budget
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
 _KNOWN_COLORS = {
@@ -32,39 +34,6 @@ _PANELS_PER_ROW = 3
 #: many points under the axes (clear of the tick labels and the x label).
 _LEGEND_INSIDE_MAX = 6
 _LEGEND_GAP_PT = 36
-
-
-@dataclass(frozen=True)
-class ReturnsPanel:
-    """One environment's return curves (mean over seeds, standard error per grid point)."""
-
-    env: str
-    grid: Array  # env steps
-    bands: Mapping[str, Band]  # variant -> return band on grid
-    baseline: str
-    baseline_final: float  # NaN: no baseline run for this env
-    crossings: Mapping[str, float]  # variant -> env step reaching baseline_final (NaN: never)
-    # variant -> the paper's final return at the panel's budget (report --paper); empty: none
-    paper_finals: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TimePanel:
-    """One environment's return curves against training wall time (seconds)."""
-
-    env: str
-    grid: Array  # seconds of training
-    bands: Mapping[str, Band]  # variant -> return band on grid
-
-
-@dataclass(frozen=True)
-class TVPanel:
-    """One environment's TV distance per policy update, with each variant's target eps/2."""
-
-    env: str
-    grid: Array  # env steps
-    bands: Mapping[str, Band]  # variant -> TV band on grid
-    targets: Mapping[str, float]  # variant -> eps/2
 
 
 def variant_colors(variants: Iterable[str]) -> dict[str, str]:
@@ -86,12 +55,15 @@ def _panel_axes(count: int, title: str) -> tuple[Figure, list[Axes]]:
     return fig, list(grid[:count])
 
 
-def _draw_band(ax: Axes, grid: Array, band: Band, color: str, label: str) -> None:
-    """Mean curve with half a standard error shaded either side (the paper's convention)."""
-    ax.plot(grid, band.mean, color=color, label=f"{label} (n={band.n})")
-    ax.fill_between(
-        grid, band.mean - band.se / 2, band.mean + band.se / 2, color=color, alpha=0.2, linewidth=0
-    )
+def _draw_bands(ax: Axes, curves: pd.DataFrame, colors: Mapping[str, str], x_scale: float = 1.0) -> None:
+    """Each variant's mean curve over its seeds, with half a standard error shaded either side (the
+    paper's convention); x in the index's units divided by ``x_scale``."""
+    x = curves.index / x_scale
+    for variant in curves.columns.unique(0):
+        seeds = curves[variant]
+        mean, se = seeds.mean(axis=1), seeds.sem(axis=1)
+        ax.plot(x, mean, color=colors[variant], label=f"{variant} (n={seeds.shape[1]})")
+        ax.fill_between(x, mean - se / 2, mean + se / 2, color=colors[variant], alpha=0.2, linewidth=0)
 
 
 def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: bool = True) -> None:
@@ -112,61 +84,73 @@ def _finish(ax: Axes, env: str, ylabel: str, xlabel: str = "env steps", eng_x: b
         )
 
 
-def returns_figure(panels: Sequence[ReturnsPanel]) -> Figure:
-    """Return vs env steps per environment; the baseline's final return dotted, a dotted
-    vertical line where each other variant's mean curve first reaches it, and a star at the
-    budget for each of the paper's final returns (``paper_finals``)."""
-    fig, axes = _panel_axes(len(panels), "Return (mean over seeds, ±½ s.e.)")
-    for ax, panel in zip(axes, panels):
-        colors = variant_colors(panel.bands)
-        for variant, band in panel.bands.items():
-            _draw_band(ax, panel.grid, band, colors[variant], variant)
-        if isfinite(panel.baseline_final):
-            ax.axhline(
-                panel.baseline_final,
-                color=colors[panel.baseline],
-                linestyle=":",
-                label=f"{panel.baseline} final",
-            )
-        for variant, step in panel.crossings.items():
-            if variant != panel.baseline and isfinite(step):
+def figures(report: Report) -> dict[str, Figure]:
+    """The report's figures by file name: ``returns.png`` (with the paper's final returns where
+    its rows are read at the paper's budget), and ``returns_vs_time.png`` and ``tv.png`` where
+    some environment has curves for them."""
+    paper = report.paper[~report.paper.env.isin(off_budget(report.paper))]
+    drawn = {"returns.png": returns_figure(report.returns, report.rows, report.baseline, paper)}
+    if report.returns_by_time:
+        drawn["returns_vs_time.png"] = returns_vs_time_figure(report.returns_by_time)
+    if report.tv:
+        drawn["tv.png"] = tv_figure(report.tv, report.stability)
+    return drawn
+
+
+def returns_figure(
+    curves: Mapping[str, pd.DataFrame], rows: pd.DataFrame, baseline: str, paper: pd.DataFrame | None = None
+) -> Figure:
+    """Return vs env steps per environment; the baseline's final return (``rows``, the report's
+    table) dotted, a dotted vertical line where each other variant's mean curve first reaches
+    it, and a star at the budget for each of the paper's final returns (``paper``: ``env``,
+    ``variant``, ``paper_final``)."""
+    fig, axes = _panel_axes(len(curves), "Return (mean over seeds, ±½ s.e.)")
+    for ax, (env, frame) in zip(axes, curves.items()):
+        colors = variant_colors(frame.columns.unique(0))
+        _draw_bands(ax, frame, colors)
+        ours = rows[rows.env == env].set_index("variant")
+        if baseline in ours.index and isfinite(ours.final[baseline]):
+            ax.axhline(ours.final[baseline], color=colors[baseline], linestyle=":", label=f"{baseline} final")
+        for variant, step in ours.steps_to_baseline_final.items():
+            if variant != baseline and isfinite(step):
                 ax.axvline(step, color=colors[variant], linestyle=":")
-        for variant, value in panel.paper_finals.items():
+        for row in () if paper is None else paper[paper.env == env].itertuples():
             ax.plot(
-                [panel.grid[-1]],
-                [value],
+                [frame.index[-1]],
+                [row.paper_final],
                 marker="*",
                 markersize=11,
                 linestyle="none",
-                color=colors[variant],
+                color=colors[row.variant],
                 markeredgecolor="black",
-                label=f"{variant}: paper final",
+                label=f"{row.variant}: paper final",
             )
-        _finish(ax, panel.env, "episode return")
+        _finish(ax, env, "episode return")
     return fig
 
 
-def returns_vs_time_figure(panels: Sequence[TimePanel]) -> Figure:
-    """Return vs training wall time per environment, up to the shortest run's time."""
-    fig, axes = _panel_axes(len(panels), "Return against training time (mean over seeds, ±½ s.e.)")
-    for ax, panel in zip(axes, panels):
-        colors = variant_colors(panel.bands)
-        for variant, band in panel.bands.items():
-            _draw_band(ax, panel.grid / 60, band, colors[variant], variant)
-        _finish(ax, panel.env, "episode return", xlabel="training time (min)", eng_x=False)
+def returns_vs_time_figure(curves: Mapping[str, pd.DataFrame]) -> Figure:
+    """Return vs training wall time (seconds in the index) per environment, up to the shortest
+    run's time."""
+    fig, axes = _panel_axes(len(curves), "Return against training time (mean over seeds, ±½ s.e.)")
+    for ax, (env, frame) in zip(axes, curves.items()):
+        _draw_bands(ax, frame, variant_colors(frame.columns.unique(0)), x_scale=60)
+        _finish(ax, env, "episode return", xlabel="training time (min)", eng_x=False)
     return fig
 
 
-def tv_figure(panels: Sequence[TVPanel]) -> Figure:
-    """TV distance per policy update vs env steps, each variant's target eps/2 dotted."""
-    fig, axes = _panel_axes(len(panels), "TV distance per policy update (mean over seeds, ±½ s.e.)")
-    for ax, panel in zip(axes, panels):
-        colors = variant_colors(panel.bands)
-        for variant, band in panel.bands.items():
-            _draw_band(ax, panel.grid, band, colors[variant], variant)
-            if variant in panel.targets:
-                ax.axhline(panel.targets[variant], color=colors[variant], linestyle=":")
-        if panel.targets:  # one entry for all targets: each is dotted in its variant's colour
+def tv_figure(curves: Mapping[str, pd.DataFrame], targets: pd.DataFrame) -> Figure:
+    """TV distance per policy update vs env steps, each variant's target eps/2 (``targets``:
+    ``env``, ``variant``, ``tv_target``) dotted."""
+    fig, axes = _panel_axes(len(curves), "TV distance per policy update (mean over seeds, ±½ s.e.)")
+    for ax, (env, frame) in zip(axes, curves.items()):
+        colors = variant_colors(frame.columns.unique(0))
+        env_targets = targets[targets.env == env].dropna(subset="tv_target").set_index("variant").tv_target
+        for variant in frame.columns.unique(0):  # each target drawn over its own band
+            _draw_bands(ax, frame[[variant]], colors)
+            if variant in env_targets:
+                ax.axhline(env_targets[variant], color=colors[variant], linestyle=":")
+        if not env_targets.empty:  # one entry for all targets: each is dotted in its variant's colour
             ax.plot([], [], color="black", linestyle=":", label="target ε/2 (variant's colour)")
-        _finish(ax, panel.env, "TV(π_new, π_old)")
+        _finish(ax, env, "TV(π_new, π_old)")
     return fig

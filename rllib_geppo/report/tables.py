@@ -10,91 +10,90 @@ experiments: ``walker2d-geppo``, ``swimmer-geppo``), and writes the rows and the
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from rllib_geppo.report.grouping import pool_variants
-from rllib_geppo.report.markdown import format_return, mean_gain_lines
-from rllib_geppo.report.stats import MeanGain, Row
+import pandas as pd
+
+from rllib_geppo.report.build import OPTIONAL_COLUMNS, ROW_COLUMNS
+from rllib_geppo.report.grouping import pool_owners
+from rllib_geppo.report.markdown import format_return, markdown_table, mean_gain_lines
 from rllib_geppo.report.trials import ReportError
 
-_PARSE = {
-    "str": str,
-    "int": lambda text: int(float(text)),
-    "float": lambda text: float(text) if text else math.nan,
-}
 
-
-def read_table(path: Path) -> list[Row]:
-    """The rows of a report's ``table.csv`` (empty cells: NaN).
+def read_table(path: Path) -> pd.DataFrame:
+    """The rows of a report's ``table.csv`` (:data:`~rllib_geppo.report.build.ROW_COLUMNS`;
+    empty cells: NaN).
 
     Raises ReportError for a file that is missing or not a report's table.
     """
     try:
-        with path.open(newline="") as handle:
-            records = list(csv.DictReader(handle))
+        # Text first, then numpy's conversion, which reads every float exactly as it was written
+        # (the parser of pandas 2 can be a last digit off).
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except OSError as err:
         raise ReportError(f"{path}: cannot be read ({err.strerror})") from None
-    fields = dataclasses.fields(Row)
-    missing = [
-        f.name for f in fields if f.default is dataclasses.MISSING and f.name not in (records or [{}])[0]
-    ]
-    if not records or missing:
-        what = f"no column {', '.join(missing)}" if records else "no rows"
+    except ValueError as err:  # pandas' parser errors included
+        raise ReportError(f"{path}: not a report's table.csv ({err})") from None
+    missing = [c for c in ROW_COLUMNS if c not in table and c not in OPTIONAL_COLUMNS]
+    if table.empty or missing:
+        what = f"no column {', '.join(missing)}" if missing else "no rows"
         raise ReportError(
             f"{path}: not a report's table.csv ({what}); for a trial's results, pass its folder"
         )
-    parse = {f.name: _PARSE[f.type if isinstance(f.type, str) else f.type.__name__] for f in fields}
     try:
-        return [Row(**{k: parse[k](v) for k, v in record.items() if k in parse}) for record in records]
+        return table.reindex(columns=list(ROW_COLUMNS)).astype(ROW_COLUMNS)
     except ValueError as err:
         raise ReportError(f"{path}: not a report's table.csv ({err})") from None
 
 
-def joined_rows(tables: Sequence[Path], pools: Sequence[tuple[str, Sequence[str]]]) -> list[Row]:
+def joined_rows(tables: Sequence[Path], pools: Sequence[tuple[str, Sequence[str]]]) -> pd.DataFrame:
     """The rows of the ``tables``, each pool's members relabelled as the pool
-    (:func:`~rllib_geppo.report.grouping.pool_variants`).
+    (:func:`~rllib_geppo.report.grouping.pool_owners`).
 
     Raises ReportError for a member no row has, a variant in two pools, two rows of one variant
     in one environment (rows are means over seeds: pooling seeds needs the trials), or rows of
     one environment read at different budgets.
     """
-    sources = [(path, row) for path in tables for row in read_table(path)]
-    pooled = pool_variants([row for _, row in sources], pools, kind="row")
-    seen: dict[tuple[str, str], tuple[Path, Row]] = {}
-    budgets: dict[str, tuple[Path, Row]] = {}
-    for (path, before), row in zip(sources, pooled, strict=True):
-        if (first := seen.setdefault((row.env, row.variant), (path, before)))[1] is not before:
-            raise ReportError(
-                f"two rows of {row.variant!r} in {row.env}: {first[1].variant!r} in {first[0]} and "
-                f"{before.variant!r} in {path}; join one row per variant and environment (pooling "
-                "seeds needs the trials' folders)"
-            )
-        if (other := budgets.setdefault(row.env, (path, row)))[1].budget != row.budget:
-            raise ReportError(
-                f"{row.env}: rows at {other[1].budget:,.0f} env steps ({other[0]}) and at "
-                f"{row.budget:,.0f} ({path}); their average returns are over different spans of training"
-            )
-    return pooled
+    rows = pd.concat([read_table(path).assign(path=path) for path in tables], ignore_index=True)
+    rows["label"] = rows.variant
+    rows["variant"] = rows.variant.replace(pool_owners(rows.variant, pools, kind="row"))
+    if (again := rows[rows.duplicated(["env", "variant"])]).size:
+        row = again.iloc[0]
+        first = rows[(rows.env == row.env) & (rows.variant == row.variant)].iloc[0]
+        raise ReportError(
+            f"two rows of {row.variant!r} in {row.env}: {first.label!r} in {first.path} and "
+            f"{row.label!r} in {row.path}; join one row per variant and environment (pooling "
+            "seeds needs the trials' folders)"
+        )
+    first = rows.groupby("env").transform("first")
+    if (off := rows[rows.budget != first.budget]).size:
+        row, other = off.iloc[0], first.loc[off.index[0]]
+        raise ReportError(
+            f"{row.env}: rows at {other.budget:,.0f} env steps ({other.path}) and at "
+            f"{row.budget:,.0f} ({row.path}); their average returns are over different spans of training"
+        )
+    return rows.drop(columns=["path", "label"])
 
 
-def render_tables(rows: Sequence[Row], gains: Sequence[MeanGain], sources: Sequence[Path]) -> str:
+def render_tables(rows: pd.DataFrame, gains: pd.DataFrame, sources: Sequence[Path]) -> str:
     """``table.md`` of tables joined: the rows used, then their mean gains across environments."""
+    cells = pd.DataFrame(
+        {
+            "env": rows.env,
+            "budget (M steps)": [f"{budget / 1e6:.3g}" for budget in rows.budget],
+            "variant": rows.variant,
+            "seeds": rows.seeds.astype(str),
+            "avg return": list(map(format_return, rows.avg, rows.avg_se)),
+            "final return": list(map(format_return, rows.final, rows.final_se)),
+        }
+    )
     lines = [
         "# Results report: tables joined",
         "",
         "Rows read from " + ", ".join(f"`{p}`" for p in sources) + "; ± is the standard error over seeds.",
         "",
-        "| env | budget (M steps) | variant | seeds | avg return | final return |",
-        "|" + " --- |" * 6,
-        *(
-            f"| {r.env} | {r.budget / 1e6:.3g} | {r.variant} | {r.seeds} | {format_return(r.avg, r.avg_se)} "
-            f"| {format_return(r.final, r.final_se)} |"
-            for r in rows
-        ),
+        *markdown_table(cells),
+        *mean_gain_lines(gains, rows.variant),
     ]
-    lines += mean_gain_lines(gains, {r.variant for r in rows})
     return "\n".join(lines) + "\n"

@@ -2,24 +2,23 @@
 
 Finds the trial folders (``params.json`` beside ``result.json``, or a trial record's
 ``result.json.gz``: :mod:`rllib_geppo.records.trial_record`) under the report's paths and
-reads each: its iterations (a torn last line skipped, iterations repeated after a restore
-replaced), its config, the paper's name for its algorithm variant, and why it cannot be averaged
-(a crash, no results), recorded on the trial rather than raised. Which trials form each row is
-:mod:`rllib_geppo.report.grouping`'s to decide.
+reads each: its iterations as curves on env steps (a torn last line skipped, iterations repeated
+after a restore replaced), its config, the paper's name for its algorithm variant, and why it
+cannot be averaged (a crash, no results), recorded on the trial rather than raised. Which trials
+form each row is :mod:`rllib_geppo.report.grouping`'s to decide.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import pandas as pd
 
 from rllib_geppo.core.networks import mlp_config
 from rllib_geppo.records.result_keys import (
@@ -30,7 +29,6 @@ from rllib_geppo.records.result_keys import (
     TIME_KEY,
     TV_KEY,
     TV_TARGET_KEY,
-    lookup,
 )
 from rllib_geppo.records.trial_record import (
     experiment_of,
@@ -41,7 +39,6 @@ from rllib_geppo.records.trial_record import (
 )
 from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report.settings import Settings
-from rllib_geppo.report.stats import Array, Run
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +47,7 @@ class ReportError(Exception):
     """Input that leaves nothing to report; the message names the folder and what was expected."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Trial:
     """One Tune trial as read from disk."""
 
@@ -58,9 +55,10 @@ class Trial:
     env: str
     variant: str
     seed: int | None
-    run: Run | None  # None: no usable results
-    tv: Array | None  # per iteration, aligned with run.steps; NaN where not logged
-    tv_target: Array | None
+    #: One row per iteration, indexed by env steps sampled (lifetime): ``return``, ``time_s``
+    #: (training wall time, lifetime, Tune's time_total_s), ``tv`` and ``tv_target`` (per
+    #: policy update); NaN where not reported. Empty: no results.
+    curves: pd.DataFrame
     problem: str | None  # why it cannot be averaged in whatever the budget (crash, no results)
     settings: Settings = Settings({}, frozenset())  # its config, flattened (report.settings)
     algorithm: str = "?"  # the trainable's name (GePPO, PPO, SB3PPO, ...)
@@ -99,16 +97,17 @@ def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
 
 
 @cache
-def _experiment_state(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
-    """Trial folder name -> Tune's saved trial record (``trainable_name``, ``status``), read from
-    the newest ``experiment_state-*.json``; empty when absent or unreadable (copied folders)."""
+def tune_trial_records(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
+    """Trial folder name -> Tune's saved record of the trial (``trainable_name``, ``status``), from
+    the newest ``experiment_state-*.json``: Tune's own file format, the one place the report reads
+    it, and the only place that names the trainable of a trial of ``rllib train file`` (whose
+    folder is named after its experiment). Empty when absent or unreadable (copied folders)."""
     files = sorted(experiment_dir.glob("experiment_state-*.json"))
     if not files:
         return {}
     try:
         # Each trial_data entry is [trial record JSON, run metadata JSON].
-        trial_data = json.loads(files[-1].read_text())["trial_data"]
-        records = [json.loads(entry[0]) for entry in trial_data]
+        records = [json.loads(entry[0]) for entry in json.loads(files[-1].read_text())["trial_data"]]
         return {r["relative_logdir"]: r for r in records}
     except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
         logger.warning("%s: unreadable experiment state (%s); using folder names", files[-1], err)
@@ -126,48 +125,38 @@ def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool 
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
 
 
-def _series(results: Sequence[Mapping[str, Any]], key: str) -> Array:
-    return np.array([lookup(r, key) for r in results], dtype=float)
+def read_curves(rows: Sequence[Mapping[str, Any]], return_key: str = RETURN_KEY) -> tuple[pd.DataFrame, bool]:
+    """A trial's :attr:`Trial.curves` from its result rows (nested keys joined by "/"), and
+    whether any trained module's update ran with a sampling lag (overlapped sampling: each module
+    reports its own ``learners/<module id>/sample_lag``)."""
+    flat = pd.json_normalize([{k: v for k, v in row.items() if k != "config"} for row in rows], sep="/")
 
+    def column(*keys: str) -> pd.Series:
+        """The first of ``keys`` that the trial reported a number for, or NaN."""
+        for key in keys:
+            if key in flat and (values := pd.to_numeric(flat[key], errors="coerce")).notna().any():
+                return values.astype(float)
+        return pd.Series(float("nan"), index=flat.index)
 
-def _fresh(values: Array) -> Array:
-    """``values`` with every bit-for-bit repeat of the previous iteration's value set to NaN.
-
-    RLlib reports an evaluation's results once more in the iteration after it; that copy is
-    no new measurement, and two evaluations never return the same float.
-    """
-    fresh = values.copy()
-    fresh[1:][values[1:] == values[:-1]] = np.nan
-    return fresh
-
-
-def _optional_series(results: Sequence[Mapping[str, Any]], *keys: str) -> Array | None:
-    """The series of the first of ``keys`` that the trial reported, or None."""
-    for key in keys:
-        values = _series(results, key)
-        if np.isfinite(values).any():
-            return values
-    return None
-
-
-def _updates_lagged(results: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether any trained module's update ran with a sampling lag (overlapped sampling): each
-    module reports its own ``learners/<module id>/sample_lag``."""
-    for result in results:
-        for module in (result.get("learners") or {}).values():
-            lag = module.get("sample_lag") if isinstance(module, Mapping) else None
-            if isinstance(lag, (int, float)) and math.isfinite(lag) and lag > 0:
-                return True
-    return False
+    returns = column(return_key)
+    if return_key.startswith(EVALUATION_PREFIX):
+        # RLlib reports an evaluation's results once more in the iteration after it: no new
+        # measurement (two evaluations never return the same float).
+        returns = returns.mask(returns.eq(returns.shift()))
+    curves = pd.DataFrame(
+        {
+            "return": returns,
+            "time_s": column(TIME_KEY),
+            "tv": column(TV_KEY, OLD_STACK_PREFIX + "tv"),
+            "tv_target": column(TV_TARGET_KEY, OLD_STACK_PREFIX + "tv_target"),
+        }
+    ).set_index(column(STEPS_KEY).rename("env steps"))
+    lags = flat.filter(regex=r"^learners/[^/]+/sample_lag$").apply(pd.to_numeric, errors="coerce")
+    return curves[curves.index.notna()], bool((lags > 0).any(axis=None))
 
 
 def _problem(
-    trial_dir: Path,
-    status: str | None,
-    params: Mapping[str, Any],
-    results: Sequence[Mapping[str, Any]],
-    returns: Array,
-    return_key: str,
+    trial_dir: Path, status: str | None, params: Mapping[str, Any], curves: pd.DataFrame, return_key: str
 ) -> str | None:
     """Why the trial cannot be averaged in whatever the budget, or None.
 
@@ -180,9 +169,9 @@ def _problem(
         return "crashed (error.txt)"
     if not params:
         return "params.json unreadable"
-    if not results:
+    if curves.empty:
         return "no results (result.json or a record's result.json.gz missing or empty)"
-    if not np.isfinite(returns).any():
+    if curves["return"].isna().all():
         return f"no finite {return_key} reported"
     return None
 
@@ -196,37 +185,31 @@ def _read_params(trial_dir: Path) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def _algorithm(config: Mapping[str, Any]) -> str | None:
-    """ "GePPO" for a config holding GePPO's own settings: a copied folder has no Tune record,
-    and ``rllib train file`` names trial folders after their experiment, not the algorithm."""
-    return "GePPO" if "sample_reuse" in config else None
-
-
 def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "variant") -> Trial:
     """Read one trial folder; problems are recorded on the trial rather than raised.
 
     ``group_by="experiment"`` labels the trial with its experiment's name (the first part of
     the folder name that ``rllib train file`` gives), for ablations of one algorithm.
     """
-    record = _experiment_state(trial_dir.parent).get(trial_dir.name) or read_tune_record(trial_dir)
+    record = tune_trial_records(trial_dir.parent).get(trial_dir.name) or read_tune_record(trial_dir)
     # Folder names are "<trainable or experiment>_<id>_...": the fallback for copied folders.
     name_parts = trial_dir.name.split("_") + ["?"]
     params = _read_params(trial_dir)
-    results = read_rows(trial_dir)
-    returns = _series(results, return_key)
-    if return_key.startswith(EVALUATION_PREFIX):
-        returns = _fresh(returns)
-    run = Run(_series(results, STEPS_KEY), returns, _series(results, TIME_KEY))
+    rows = read_rows(trial_dir)
+    curves, overlapped = read_curves(rows, return_key)
     # params.json holds only the settings a run file set; the results carry the whole config.
-    logged = results[0].get("config") if results else None
-    config = {**logged, **params} if isinstance(logged, dict) else params
-    algorithm = record.get("trainable_name") or _algorithm(config) or name_parts[0]
+    logged = rows[0].get("config") if rows else None
+    logged = logged if isinstance(logged, dict) else {}
+    config = {**logged, **params}
+    # A config holding GePPO's own settings is GePPO's: a copied folder has no Tune record, and
+    # `rllib train file` names trial folders after their experiment, not the algorithm.
+    algorithm = record.get("trainable_name") or ("GePPO" if "sample_reuse" in config else name_parts[0])
     variant = (
         experiment_of(trial_dir.name) or name_parts[0]
         if group_by == "experiment"
-        else variant_name(algorithm, config, overlapped=_updates_lagged(results))
+        else variant_name(algorithm, config, overlapped=overlapped)
     )
-    settings = report_settings.settings_of(logged if isinstance(logged, dict) else {}, params)
+    settings = report_settings.settings_of(logged, params)
     model_config = params.get("_model_config", params.get("model_config", config.get("_model_config")))
     if algorithm == "GePPO" and isinstance(model_config or {}, Mapping):
         # One label per network built, whether a run spelled a default out or left it unset.
@@ -236,10 +219,8 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
         env=str(params.get("env") or name_parts[1]),
         variant=variant,
         seed=params.get("seed"),
-        run=run if results else None,
-        tv=_optional_series(results, TV_KEY, OLD_STACK_PREFIX + "tv"),
-        tv_target=_optional_series(results, TV_TARGET_KEY, OLD_STACK_PREFIX + "tv_target"),
-        problem=_problem(trial_dir, record.get("status"), params, results, run.returns, return_key),
+        curves=curves,
+        problem=_problem(trial_dir, record.get("status"), params, curves, return_key),
         settings=settings,
         algorithm=algorithm,
         status=record.get("status"),

@@ -3,6 +3,8 @@ real Tune run's folders make a report."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,23 @@ def test_a_malformed_pool_is_a_usage_error(tmp_path: Path, capsys):
     with pytest.raises(SystemExit):
         run_cli(tmp_path, "--pool", "split")
     assert "expected LABEL=VARIANT" in capsys.readouterr().err
+
+
+NO_TABULATE = """
+import sys
+sys.modules["tabulate"] = None  # importing it now raises ImportError
+from rllib_geppo.cli.main import main
+raise SystemExit(main(["report", sys.argv[1]]))
+"""
+
+
+def test_missing_tabulate_says_how_to_install_it(results: Path):
+    """pandas writes the markdown tables with tabulate, which the report extra installs."""
+    out = subprocess.run(
+        [sys.executable, "-c", NO_TABULATE, str(results)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2, out.stderr
+    assert "the report command needs 'tabulate': pip install -e '.[report]' from a checkout" in out.stderr
 
 
 # ----------------------------------------------------------------------------- a real Tune run

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rllib_geppo.cli.experiment_file import load_experiments, resolve_trials
 from rllib_geppo.report import paper as report_paper
-from rllib_geppo.report.build import build_report
+from rllib_geppo.report.build import ROW_COLUMNS, build_report
 from rllib_geppo.report.grouping import load_trials
-from rllib_geppo.report.plots import returns_figure
-from rllib_geppo.report.stats import Row
+from rllib_geppo.report.plots import figures
 
 from helpers import TUNED_EXAMPLES
 from report_helpers import GEPPO, PPO, as_float, linear, run_cli, write_results, write_trial
@@ -145,23 +146,32 @@ def test_paper_columns_beside_ours(million_step_results: Path, tmp_path: Path):
     assert "MuJoCo v3" in table and "5 seeds" in table
 
 
+def stars(built) -> dict[str, list[tuple[str, float, float]]]:
+    """Per panel of returns.png, the paper's final returns it marks: (label, env steps, return)."""
+    return {
+        ax.get_title(): sorted(
+            (line.get_label(), line.get_xdata()[0], line.get_ydata()[0])
+            for line in ax.get_lines()
+            if line.get_marker() == "*"
+        )
+        for ax in figures(built)["returns.png"].axes
+    }
+
+
 def test_paper_finals_are_marked_on_the_returns_panels(million_step_results: Path):
     built = build_report(load_trials([million_step_results]), 1e6, paper=True)
-    panels = {p.env: p for p in built.returns_panels}
-    assert panels["Hopper-v5"].paper_finals == {"GePPO": 3450, "PPO": 3126}
-    assert panels["Pendulum-v1"].paper_finals == {}
-    fig = returns_figure([panels["Hopper-v5"]])
-    stars = [line for line in fig.axes[0].get_lines() if line.get_marker() == "*"]
-    assert sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in stars) == [(1e6, 3126), (1e6, 3450)]
-    assert build_report(load_trials([million_step_results]), 1e6).paper_rows == []
+    marked = stars(built)
+    assert marked["Hopper-v5"] == [("GePPO: paper final", 1e6, 3450), ("PPO: paper final", 1e6, 3126)]
+    assert marked["Pendulum-v1"] == []
+    assert build_report(load_trials([million_step_results]), 1e6).paper.empty
 
 
 def test_paper_at_another_budget_warns_and_marks_nothing(results: Path, tmp_path: Path, caplog):
     with caplog.at_level(logging.WARNING):
         built = build_report(load_trials([results]), paper=True)
-    assert [p.variant for p in built.paper_rows] == ["GePPO", "PPO"]
+    assert built.paper.variant.tolist() == ["GePPO", "PPO"]
     assert "Hopper-v5 is read at 10,000 env steps, the paper at 1,000,000" in caplog.text
-    assert built.returns_panels[0].paper_finals == {}
+    assert stars(built) == {"Hopper-v5": []}
 
 
 def test_paper_needs_the_ppo_baseline(million_step_results: Path, tmp_path: Path, caplog):
@@ -195,30 +205,14 @@ def test_paper_task_names(env: str, task: str | None):
     ],
 )
 def test_paper_variants(variant: str, paper_avg: float | None):
-    nan = float("nan")
-    row = Row(
-        env="Ant-v5",
-        variant=variant,
-        seeds=5,
-        excluded=0,
-        budget=1e6,
-        avg=700,
-        avg_se=nan,
-        final=1500,
-        final_se=nan,
-        avg_vs_baseline_pct=nan,
-        final_vs_baseline_pct=nan,
-        avg_vs_baseline_se=nan,
-        final_vs_baseline_se=nan,
-        steps_to_baseline_final=nan,
-        env_steps_per_s=1000,
-        time_to_baseline_final_s=nan,
-        return_at_time=nan,
-        return_at_time_se=nan,
-        time_budget_s=1000,
+    given = dict(env="Ant-v5", variant=variant, seeds=5, excluded=0, budget=1e6, avg=700, final=1500)
+    row = (
+        {column: math.nan for column in ROW_COLUMNS}
+        | given
+        | {"env_steps_per_s": 1000, "time_budget_s": 1000}
     )
-    paper = report_paper.paper_row(row)
-    assert (paper.paper_avg if paper else None) == paper_avg
+    paper = report_paper.compare_with_paper(pd.DataFrame([row]))
+    assert (paper.paper_avg.iloc[0] if len(paper) else None) == paper_avg
 
 
 def test_table1_study_covers_the_papers_tasks():
@@ -228,7 +222,7 @@ def test_table1_study_covers_the_papers_tasks():
     trials = {(t["env"], t.get("sample_reuse", True), t["seed"]): t for s in specs for t in resolve_trials(s)}
     assert len(trials) == 60
     tasks = {report_paper.paper_task(env) for env, _, _ in trials}
-    assert tasks == set(report_paper.PAPER_TABLE1)
+    assert tasks == set(report_paper.PAPER_TABLE1.task)
     assert {seed for _, _, seed in trials} == {0, 1, 2, 3, 4}
     for (env, reuse, _), trial in trials.items():
         assert trial.get("adaptive_lr", True) == reuse  # the paper's PPO keeps its lr fixed

@@ -5,41 +5,43 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from rllib_geppo.report.stats import (
-    Run,
-    band,
+    aligned,
     changes_from_peak,
     common_budget,
-    compare_at_time,
     difference_in_se,
     first_crossing,
     improvement_pct,
     late_change,
-    step_grid,
-    time_average,
-    window_average,
+    mean_over,
+    window_mean,
 )
+
+
+def curve(grid, values) -> pd.DataFrame:
+    """One curve, as the report aligns curves: a column of values indexed by env steps."""
+    return pd.DataFrame({"curve": values}, index=np.asarray(grid, float))
 
 
 def test_first_crossing_interpolates_between_grid_points():
     grid = np.array([0.0, 10.0, 20.0])
-    assert first_crossing(grid, np.array([0.0, 4.0, 8.0]), 6.0) == pytest.approx(15.0)
-    assert first_crossing(grid, np.array([7.0, 4.0, 8.0]), 6.0) == 0.0
-    assert np.isnan(first_crossing(grid, np.array([0.0, 1.0, 2.0]), 6.0))
+    assert first_crossing(pd.Series([0.0, 4.0, 8.0], grid), 6.0) == pytest.approx(15.0)
+    assert first_crossing(pd.Series([7.0, 4.0, 8.0], grid), 6.0) == 0.0
+    assert np.isnan(first_crossing(pd.Series([0.0, 1.0, 2.0], grid), 6.0))
 
 
 def test_time_average_is_exact_on_an_uneven_grid():
     grid = np.array([0.0, 1.0, 4.0])
-    assert time_average(grid, 3 * grid + 1) == pytest.approx(7.0)
+    assert mean_over(curve(grid, 3 * grid + 1))["curve"] == pytest.approx(7.0)
 
 
 def test_window_average_cuts_the_curve_between_knots():
-    grid = np.array([0.0, 2.0, 4.0])
-    values = np.array([0.0, 4.0, 0.0])  # a peak at 2
-    assert window_average(grid, values, 1.0, 3.0) == pytest.approx(3.0)
-    assert window_average(grid, values, 0.0, 1.0) == pytest.approx(1.0)
+    values = curve([0.0, 2.0, 4.0], [0.0, 4.0, 0.0])  # a peak at 2
+    assert window_mean(values, 1.0, 3.0)["curve"] == pytest.approx(3.0)
+    assert window_mean(values, 0.0, 1.0)["curve"] == pytest.approx(1.0)
 
 
 def test_late_change_is_the_last_tenth_against_the_other_seeds_peak_tenth():
@@ -48,10 +50,10 @@ def test_late_change_is_the_last_tenth_against_the_other_seeds_peak_tenth():
     tenth lies 3 and 6 below it: -4.5 ± 1.5."""
     grid = np.arange(11.0)
     rise_and_fall = np.minimum(grid, 12 - grid)
-    change, se, peak = late_change(grid, np.stack([rise_and_fall, 2 * rise_and_fall]))
+    change, se, peak = late_change(pd.DataFrame({0: rise_and_fall, 1: 2 * rise_and_fall}, index=grid))
     assert (change, se, peak) == (pytest.approx(-4.5), pytest.approx(1.5), (5.0, 6.0))
-    assert late_change(grid, np.stack([grid, grid + 1]))[:2] == (0, 0)  # rising: no decline
-    assert all(map(math.isnan, late_change(grid, grid[None])[:2]))  # one seed: no estimate
+    assert late_change(pd.DataFrame({0: grid, 1: grid + 1}, index=grid))[:2] == (0, 0)  # rising: no decline
+    assert all(map(math.isnan, late_change(curve(grid, grid))[:2]))  # one seed: no estimate
 
 
 def test_a_seed_does_not_choose_its_own_peak():
@@ -69,43 +71,36 @@ def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():
     assert common_budget([(1_001_472, 2048), (999_424, 1024)]) == 1_001_472
 
 
-def test_step_grid_holds_every_knot_within_range():
-    grid = step_grid([np.array([1000, 2000, 3000]), np.array([1500, 3500])], 1500, 3000)
-    assert grid.tolist() == [1500, 2000, 3000]
+def test_the_grid_holds_every_knot_within_range():
+    """From the first step where every curve has a value (no extrapolation) to the end."""
+    curves = {
+        "a": pd.Series([1.0, 2.0, 3.0], [1000.0, 2000.0, 3000.0]),
+        "b": pd.Series([1.0, 2.0], [1500.0, 3500.0]),
+    }
+    assert aligned(curves, 3000).index.tolist() == [1500, 2000, 3000]
 
 
 def test_return_at_time_is_empty_when_runs_share_no_window_of_time():
-    fast = Run(
-        steps=np.array([256.0, 512.0, 768.0]),
-        returns=np.array([-900.0, -800.0, -800.0]),
-        time_s=np.array([0.2, 0.4, 2.5]),
-    )
-    slow = Run(
-        steps=np.array([256.0, 512.0]), returns=np.array([-700.0, -600.0]), time_s=np.array([1.0, 2.0])
-    )
+    fast = pd.Series([-900.0, -800.0, -800.0], index=[0.2, 0.4, 2.5])  # returns against seconds
+    slow = pd.Series([-700.0, -600.0], index=[1.0, 2.0])
     # Up to 0.4 s only the fast run has reported: the slow one starts at 1.0 s.
-    grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=0.4)
-    assert grid.size == 0 and bands == {}
-    grid, bands = compare_at_time({"fast": [fast], "slow": [slow]}, seconds=2.0)
-    assert grid.tolist() == [1.0, 2.0] and bands["slow"].mean.tolist() == [-700.0, -600.0]
+    assert aligned({"fast": fast, "slow": slow}, 0.4).empty
+    both = aligned({"fast": fast, "slow": slow}, 2.0)
+    assert both.index.tolist() == [1.0, 2.0] and both["slow"].tolist() == [-700.0, -600.0]
 
 
 def test_improvement_is_positive_for_higher_negative_returns():
-    assert improvement_pct(-500, -1000) == pytest.approx(50.0)
-    assert np.isnan(improvement_pct(1.0, 0.0))
+    assert improvement_pct(pd.Series([-500.0]), pd.Series([-1000.0]))[0] == pytest.approx(50.0)
+    assert np.isnan(improvement_pct(pd.Series([1.0]), pd.Series([0.0]))[0])
 
 
 def test_difference_in_standard_errors_of_the_difference():
+    def in_se(value: tuple[float, float], baseline: tuple[float, float]) -> float:
+        return difference_in_se(*(pd.Series([x]) for x in (*value, *baseline)))[0]
+
     # (130 - 100) / sqrt(30^2 + 40^2) = 30 / 50; lower is negative
-    assert difference_in_se((130.0, 30.0), (100.0, 40.0)) == pytest.approx(0.6)
-    assert difference_in_se((70.0, 30.0), (100.0, 40.0)) == pytest.approx(-0.6)
+    assert in_se((130.0, 30.0), (100.0, 40.0)) == pytest.approx(0.6)
+    assert in_se((70.0, 30.0), (100.0, 40.0)) == pytest.approx(-0.6)
     # one seed has no standard error; equal constant curves have none to divide by
-    assert np.isnan(difference_in_se((130.0, math.nan), (100.0, 40.0)))
-    assert np.isnan(difference_in_se((100.0, 0.0), (100.0, 0.0)))
-
-
-def test_band_standard_error():
-    b = band(np.array([[1.0, 2.0], [3.0, 6.0]]))
-    assert b.mean.tolist() == [2.0, 4.0]
-    assert b.se == pytest.approx([1.0, 2.0])  # std (ddof 1) / sqrt(2)
-    assert np.isnan(band(np.array([[1.0, 2.0]])).se).all()
+    assert np.isnan(in_se((130.0, math.nan), (100.0, 40.0)))
+    assert np.isnan(in_se((100.0, 0.0), (100.0, 0.0)))

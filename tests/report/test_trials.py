@@ -182,8 +182,8 @@ def test_evaluation_returns_carried_into_the_next_iteration_are_not_new_points(t
         line["evaluation"] = nest({RETURN_KEY: value})
     (trial / "result.json").write_text("\n".join(map(json.dumps, lines)) + "\n")
 
-    evaluation = load_trial(trial, return_key=key).run.returns
-    training = load_trial(trial).run.returns
+    evaluation = load_trial(trial, return_key=key).curves["return"]
+    training = load_trial(trial).curves["return"]
     np.testing.assert_array_equal(evaluation, [math.nan, 7, math.nan, math.nan, 9])
     np.testing.assert_array_equal(training, [1, 2, 3, 3, 5])  # training returns are read as is
 
@@ -203,8 +203,8 @@ def test_old_api_stack_tv_is_read(tmp_path):
         line |= nest({OLD_STACK_PREFIX + "tv": 0.03, OLD_STACK_PREFIX + "tv_target": 0.05})
     (trial / "result.json").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     loaded = load_trial(trial)
-    np.testing.assert_allclose(loaded.tv, 0.03)
-    np.testing.assert_allclose(loaded.tv_target, 0.05)
+    np.testing.assert_allclose(loaded.curves["tv"], 0.03)
+    np.testing.assert_allclose(loaded.curves["tv_target"], 0.05)
 
 
 # ----------------------------------------------------------------------------- bad input
