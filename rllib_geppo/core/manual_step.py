@@ -254,7 +254,8 @@ class ManualStep:
         self.adam: tuple[Tensor, ...] = ()
         self.settings = settings
         self.stats = (obs_mean, obs_std, action_center, action_half_range)
-        self.rates = torch.zeros(3, device=device)  # policy lr, value lr, entropy coefficient
+        # The statistics, action units, lrs and entropy coefficient of the update under way.
+        self.constants: tuple[Tensor, ...] = ()
         self._run = CompiledStep(
             self._flat_step,
             self._flat_step,
@@ -283,7 +284,8 @@ class ManualStep:
             count = float(states[0]["step"]) if states[0] else 0.0
             adam.append(torch.tensor(count, dtype=torch.float64, device=flat.device))
         self.adam = tuple(adam)
-        self.rates = torch.tensor([policy_lr, vf_lr, entropy_coeff], device=self.flats[0].device)
+        rates = torch.tensor([policy_lr, vf_lr, entropy_coeff], device=self.flats[0].device)
+        self.constants = (*self.stats, *rates.unbind())  # what every step of the update reads
 
     @torch.no_grad()
     def end(self, optimizer: torch.optim.Adam) -> None:
@@ -307,8 +309,7 @@ class ManualStep:
         stats, finite, *state = self._run(
             *self.flats,
             *self.adam,
-            *self.stats,
-            *self.rates.unbind(),
+            *self.constants,
             clip_eps,
             take,
             *(minibatch[column] for column in STEP_COLUMNS),

@@ -217,9 +217,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                 vf_lr=self.config.vf_lr,
                 entropy_coeff=inputs.entropy_coeff,
             )
-        sums = torch.zeros(3, device=self.device)  # policy loss, value loss, grad norm
         clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
-        skipped = torch.zeros((), device=self.device)
+        taken = []  # each step's (policy loss, value loss, grad norm) and whether it was finite
         for order in epoch_orders(
             rows,
             self.config.num_epochs,
@@ -244,14 +243,16 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
                     C.SAMPLE_WEIGHTS: weights[:, mine] * weight_scale if num_learners > 1 else weights,
                 }
             )
-            for step in range(steps):
-                minibatch = {name: column[step] for name, column in epoch.items()}
-                losses, finite = take_step(minibatch, clip_eps, weighted[step])
-                sums += torch.where(finite, losses, 0.0)
-                skipped += ~finite
+            # Each column as one view per step, sliced once per epoch.
+            names, columns = list(epoch), [column.unbind(0) for column in epoch.values()]
+            for step, take in enumerate(weighted.unbind(0)):
+                minibatch = {name: column[step] for name, column in zip(names, columns)}
+                taken.append(take_step(minibatch, clip_eps, take))
         if hand is not None:
             hand.end(self.get_optimizer(module_id, OPTIMIZER))
-        total, skipped = self.config.num_epochs * steps, int(skipped)
+        losses, finite = (torch.stack(parts) for parts in zip(*taken))
+        total, skipped = self.config.num_epochs * steps, int((~finite).sum())
+        sums = torch.where(finite[:, None], losses, 0.0).sum(0)
         policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
         return (
             {
