@@ -4,7 +4,9 @@ Both API stacks call these functions; the RLlib classes around them are thin ada
 
 | module | what |
 | --- | --- |
-| ``objective`` | the generalized clipped loss, value loss, diagnostics, the lr rule |
+| ``objective`` | the generalized clipped loss, GeTRPO's surrogate, value loss, diagnostics, the lr rule |
+| ``natural_gradient`` | the KL-bounded step of GeTRPO and GeVMPO: conjugate gradient, line search |
+| ``vmpo`` | GeVMPO's temperature (V-MPO's dual), targets and weighted maximum-likelihood loss |
 | ``vtrace`` | V-trace-corrected GAE |
 | ``targets`` | an update's advantages, value targets, sample weights and columns from a laid-out batch |
 | ``policy_weights`` | nu from the paper's convex programs, clip multiple, ESS, lag |

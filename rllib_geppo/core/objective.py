@@ -1,4 +1,5 @@
-"""The GePPO objective, its diagnostics and the adaptive learning-rate rule (paper Sections 4-5).
+"""The GePPO objective, GeTRPO's unclipped surrogate, their diagnostics and the adaptive
+learning-rate rule (paper Sections 4-5).
 
 Notation, per sample (s, a) collected by the behaviour policy mu = pi_{k-i}:
 
@@ -64,6 +65,20 @@ def clipped_surrogate_loss(
     """
     clipped = torch.clamp(rho, center - clip_eps, center + clip_eps)
     return torch.mean(weights * torch.maximum(-rho * advantages, -clipped * advantages))
+
+
+def surrogate(rho: Tensor, advantages: Tensor, weights: Tensor) -> Tensor:
+    """``mean(w * rho * A)``, to maximise: the generalized surrogate without clipping, GeTRPO's
+    objective under its KL bound (the authors' ``algs/getrpo.py``; ``advantages`` standardised
+    over the whole store). ``rho`` = pi_theta / mu with gradient."""
+    return torch.mean(weights * rho * advantages)
+
+
+def mean_kl(kl: Tensor, weights: Tensor) -> Tensor:
+    """``mean(w * KL)``: the per-sample KL(pi_k || pi_theta) (nats, from the caller's
+    distribution classes) weighted like the objective. GeTRPO and GeVMPO bound it; its Hessian
+    at pi_k is their Fisher matrix."""
+    return torch.mean(weights * kl)
 
 
 def entropy_bonus(entropy: Tensor, weights: Tensor) -> Tensor:
@@ -135,7 +150,7 @@ def policy_change_stats(
     return {
         "tv": tv_estimate(rho, center, weights),
         "clip_fraction": clip_fraction(rho, center, clip_eps),
-        "mean_kl": torch.mean(weights * kl),
+        "mean_kl": mean_kl(kl, weights),
         "entropy": entropy_bonus(entropy, weights),
     }
 

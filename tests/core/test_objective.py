@@ -11,8 +11,10 @@ from rllib_geppo.core.objective import (
     clipped_surrogate_loss,
     entropy_bonus,
     geppo_losses,
+    mean_kl,
     ratio,
     standardize_advantages,
+    surrogate,
     tv_estimate,
     tv_target,
 )
@@ -190,3 +192,10 @@ def test_entropy_bonus_pushes_a_gaussian_log_std_up():
     weights = torch.tensor([0.5, 1.0, 2.0])
     (-0.01 * entropy_bonus(dist.entropy().sum(-1), weights)).backward()
     torch.testing.assert_close(log_std.grad, torch.full((2,), -0.01 * 3.5 / 3))
+
+
+def test_unclipped_surrogate_and_mean_kl_by_hand():
+    # GeTRPO's objective: mean(w rho A) = (2 * 1.2 * 1 + 0 * 0.5 * -2) / 2; no clip at rho = 1.2.
+    rho, adv, w = torch.tensor([1.2, 0.5]), torch.tensor([1.0, -2.0]), torch.tensor([2.0, 0.0])
+    assert surrogate(rho, adv, w).item() == pytest.approx(1.2)
+    assert mean_kl(torch.tensor([0.01, 0.03]), torch.tensor([1.5, 0.5])).item() == pytest.approx(0.015)
