@@ -41,21 +41,24 @@ check-python:
 
 # A virtualenv with torch first, pinned (2.13.0, from TORCH_INDEX), so that pip does not pull
 # another build while resolving the package's looser torch range (pyproject.toml accepts any
-# torch >= 2.6), then this package with its extras and $(2) (nothing: the newest Ray of the range).
+# torch >= 2.6), then this package with its extras ($(3): more of them) and $(2) (nothing: the
+# newest Ray of the range).
 define make_venv
 	@test -x $(1)/bin/python || $(CHECK_PYTHON)
 	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
 	$(1)/bin/pip install --quiet --upgrade pip
 	$(if $(TORCH_INDEX),$(1)/bin/pip install --quiet torch==2.13.0 --index-url $(TORCH_INDEX) --timeout 20 --retries 1 || )$(1)/bin/pip install --quiet torch==2.13.0
-	$(1)/bin/pip install --quiet -e ".[$(EXTRAS)]" $(2)
+	$(1)/bin/pip install --quiet -e ".[$(EXTRAS)$(3)]" $(2)
 	touch $(1)/.installed
 endef
 
 $(STAMP): pyproject.toml
 	$(call make_venv,$(VENV))
 
+# With the dmc extra, whose tests the main suite skips: RLlib imports dm-control wherever it is
+# installed, a second more for every process that imports RLlib.
 $(RAY_VENV)/.installed: pyproject.toml
-	$(call make_venv,$(RAY_VENV),"ray[rllib$(comma)tune]==$(RAY)")
+	$(call make_venv,$(RAY_VENV),"ray[rllib$(comma)tune]==$(RAY)",$(comma)dmc)
 
 train: $(STAMP)
 	$(BIN)/rllib-geppo train file tuned_examples/geppo_hopper.yaml

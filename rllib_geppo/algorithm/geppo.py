@@ -112,6 +112,10 @@ class GePPOConfig(PPOConfig):
         result = algo.train()
     """
 
+    #: Whether the policy takes one natural-gradient step per update (GeTRPO, GeVMPO) instead of
+    #: GePPO's clipped minibatch steps.
+    natural_gradient = False
+
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or GePPO)
         for setting in (*RLLIB_SETTINGS, *GEPPO_SETTINGS):

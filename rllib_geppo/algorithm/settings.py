@@ -224,7 +224,24 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
             "act with a policy held back that far (a research setting). None: what sampling "
             "gives, 0 synchronous, 1 overlapped.",
             reads=("num_env_runners", "overlap_sampling", "sample_reuse"), hint=int | None),
+    Setting("early_stop", False, flag(),
+            "End an update's epochs once the TV over every stored sample exceeds eps/2 (the "
+            "authors' option, off as theirs). GeTRPO and GeVMPO take one policy step, whose "
+            "line search bounds its KL: there it ends nothing."),
+    Setting("cg_iterations", 20, count(1),
+            "GeTRPO and GeVMPO: conjugate-gradient iterations of the natural-gradient step."),
+    Setting("cg_damping", 0.01, positive(),
+            "GeTRPO and GeVMPO: damping added to the Fisher-vector products (F + damping I)."),
+    Setting("kl_max_factor", 1.5, at_least(1),
+            "GeTRPO and GeVMPO: the line search accepts a step whose weighted mean KL(pi_k || pi) "
+            "is at most this times delta = eps^2 / 2."),
+    Setting("max_backtracks", 10, count(1),
+            "GeTRPO and GeVMPO: step sizes the line search tries, each 1/sqrt(2) of the one "
+            "before; where none is accepted the policy stays pi_k."),
 )
+
+#: The settings of the natural-gradient step, which GePPO's clipped update does not take.
+NATURAL_GRADIENT_SETTINGS = ("cg_iterations", "cg_damping", "kl_max_factor", "max_backtracks")
 
 #: RLlib's settings, with GePPO's defaults (the paper's) and rules that hold for any algorithm.
 RLLIB_SETTINGS: tuple[Setting, ...] = (
@@ -432,11 +449,43 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
             "(Algorithm 1). Fix: .training(adaptive_lr=False) to follow the schedule, or a "
             "constant `lr`, the lr rule's starting value."
         )
+    if config.natural_gradient:
+        problems += natural_gradient_problems(config)
+    else:
+        defaults = {setting.name: setting.default for setting in GEPPO_SETTINGS}
+        problems += [
+            f"`{name}={getattr(config, name)!r}` sets GeTRPO's and GeVMPO's natural-gradient step; "
+            f"GePPO takes clipped minibatch steps. Fix: leave it at {defaults[name]!r}, or use "
+            "GeTRPOConfig or GeVMPOConfig."
+            for name in NATURAL_GRADIENT_SETTINGS
+            if name not in failed and getattr(config, name) != defaults[name]
+        ]
     if config.is_multi_agent and config.stagger_starts:
         problems.append(
             "`stagger_starts=True` runs with single-agent environments only; leave "
             "it at False with .multi_agent(...)."
         )
+    return problems
+
+
+def natural_gradient_problems(config: Any) -> list[str]:
+    """What GeTRPO and GeVMPO cannot run with: their policy takes one natural-gradient step per
+    update, with no optimizer of its own."""
+    name = type(config).__name__.removesuffix("Config")
+    problems = []
+    if config.adaptive_lr:
+        problems.append(
+            f"`adaptive_lr=True` adapts the lr of GePPO's policy optimizer; {name}'s policy takes "
+            "one natural-gradient step, its size set by delta = eps^2 / 2. Fix: "
+            ".training(adaptive_lr=False)."
+        )
+    if config.num_learners > 1:
+        problems.append(
+            f"`num_learners={config.num_learners}`: {name} runs on one learner. Fix: "
+            ".learners(num_learners=1) (or 0: the learner in the driver)."
+        )
+    if not config.enable_rl_module_and_learner:
+        problems.append(f"{name} runs on the new API stack only. Fix: leave .api_stack(...) at its defaults.")
     return problems
 
 

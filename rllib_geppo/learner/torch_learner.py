@@ -189,7 +189,8 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
     ) -> tuple[dict[str, float], int]:
         """``num_epochs`` passes of ``minibatches_per_epoch`` equal global minibatches over
         ``data`` (:mod:`rllib_geppo.core.minibatches`: a shuffle per epoch shared by all
-        learners, advantages standardised per global minibatch, this learner's slice of each)."""
+        learners, advantages standardised per global minibatch, this learner's slice of each);
+        with ``early_stop``, none after an epoch whose TV over the store exceeds eps/2."""
         rank, num_learners = self.data_parallel_rank()
         rows = len(data[C.ADVANTAGES])
         if rows < num_learners:  # too few samples to give every learner one: no step anywhere
@@ -219,13 +220,17 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             )
         clip_eps = torch.tensor(inputs.clip_eps, dtype=torch.float32, device=self.device)
         taken = []  # each step's (policy loss, value loss, grad norm) and whether it was finite
-        for order in epoch_orders(
-            rows,
-            self.config.num_epochs,
-            seed=inputs.shuffle_seed,
-            shuffle=self.config.shuffle_batch_per_epoch,
-            device=self.device,
+        for epoch_number, order in enumerate(
+            epoch_orders(
+                rows,
+                self.config.num_epochs,
+                seed=inputs.shuffle_seed,
+                shuffle=self.config.shuffle_batch_per_epoch,
+                device=self.device,
+            )
         ):
+            if epoch_number and self.config.early_stop and self._stops_early(module_id, data, inputs, hand):
+                break
             minibatch_rows = order[: steps * size].view(steps, size)
             # Standardised over each global minibatch (three small columns), then this learner's
             # slice of every column: a learner gathers only its own rows of the big ones.
@@ -251,7 +256,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         if hand is not None:
             hand.end(self.get_optimizer(module_id, OPTIMIZER))
         losses, finite = (torch.stack(parts) for parts in zip(*taken))
-        total, skipped = self.config.num_epochs * steps, int((~finite).sum())
+        total, skipped = len(taken), int((~finite).sum())
         sums = torch.where(finite[:, None], losses, 0.0).sum(0)
         policy_loss, vf_loss, grad_norm = (sums / max(total - skipped, 1)).tolist()
         return (
@@ -264,6 +269,24 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
             },
             total * (mine.stop - mine.start),
         )
+
+    def _stops_early(
+        self, module_id: ModuleID, data: dict[str, Tensor], inputs: UpdateInputs, hand: ManualStep | None
+    ) -> bool:
+        """Whether the TV over every stored sample already exceeds eps/2 (``early_stop``, the
+        authors' rule), with the weights of the steps so far."""
+        optimizer = self.get_optimizer(module_id, OPTIMIZER)
+        if hand is not None:
+            hand.end(optimizer)  # the module's weights are the hand step's copies until then
+        tv = self.policy_change_stats(module_id, data, inputs)["tv"]
+        if hand is not None:
+            hand.begin(
+                optimizer,
+                policy_lr=inputs.policy_lr,
+                vf_lr=self.config.vf_lr,
+                entropy_coeff=inputs.entropy_coeff,
+            )
+        return tv > objective.tv_target(inputs.clip_eps)
 
     def data_parallel_rank(self) -> tuple[int, int]:
         """``(rank, number of learners)`` of this learner among those that average their

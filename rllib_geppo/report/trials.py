@@ -118,11 +118,17 @@ def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool 
     """The paper's name for a trial's algorithm variant; ``overlapped``: whether its updates ran
     with a sampling lag (read from the results, since ``overlap_sampling="auto"`` depends on
     other settings)."""
-    if algorithm == "GePPO":
+    if algorithm in ON_POLICY:
         if params.get("sample_reuse", True):
-            return "GePPO overlapped" if overlapped else "GePPO"
-        return "PPO-Adapt" if params.get("adaptive_lr", False) else "PPO"
+            return f"{algorithm} overlapped" if overlapped else algorithm
+        if algorithm == "GePPO" and params.get("adaptive_lr", False):
+            return "PPO-Adapt"
+        return ON_POLICY[algorithm]
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
+
+
+#: This package's algorithms, and what each is without sample reuse.
+ON_POLICY = {"GePPO": "PPO", "GeTRPO": "TRPO", "GeVMPO": "V-MPO"}
 
 
 def read_curves(rows: Sequence[Mapping[str, Any]], return_key: str = RETURN_KEY) -> tuple[pd.DataFrame, bool]:
