@@ -16,7 +16,7 @@ minibatches of 128 rows, each side taking the same steps:
   (``tests/learner/test_manual_step.py`` holds it to the learner's parameters), eager;
 - **by hand, torch.compile**: the same step compiled whole by ``torch.compile``, Adam included;
 - **by hand, ahead of time**: the same graph compiled by AOTInductor into one C++ call
-  (:class:`rllib_geppo.core.aot_step.AheadOfTimeStep`): what GePPO's own MLP modules run after
+  (:class:`rllib_geppo.core.compiled_step.CompiledStep`): what GePPO's own MLP modules run after
   their first 3,200 steps (``hand_derived_step``, the default).
 
 Each step's arithmetic is counted from the layer sizes (the matrix products of the forward and
