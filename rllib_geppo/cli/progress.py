@@ -10,19 +10,17 @@ an estimate of the time left, and the results folder under the storage path.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import time
 from collections.abc import Mapping
+from contextlib import redirect_stdout
 from typing import Any
 
 from ray.tune import Callback, CLIReporter
 
-from rllib_geppo import private_ray
 from rllib_geppo.records.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
-
-#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
-PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 #: Stop keys a budget can be read from, first match wins, with how the line names them.
 BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}
@@ -91,7 +89,11 @@ def _duration(seconds: float) -> str:
 
 
 class BudgetReporter(CLIReporter):
-    """Tune's CLIReporter with a progress line and the real results folder in its header.
+    """Tune's CLIReporter with a progress line and the results folder in its header.
+
+    Tune's table names its staging folders in Ray's session directory (``Result logdir``, each
+    failed trial's error file); the files are kept under the storage path, which the table names
+    instead (shorter paths padded, so that the error table keeps its borders).
 
     Args:
         results_dir: where the run's trial folders are (``<storage-path>/<name>``).
@@ -109,16 +111,14 @@ class BudgetReporter(CLIReporter):
         self._start_fraction: float | None = None
 
     def report(self, trials: list, done: bool, *sys_info: str) -> None:
-        line = self._progress(trials)
-        text = self._progress_str(trials, done, *sys_info, *([line] if line else []))
-        # Tune shows its staging folder in Ray's session directory; the results are under the
-        # storage path. Shorter paths are padded so that the error table keeps its borders.
-        text = re.sub(r"^Result logdir: .*$", f"Results: {self._results_dir}", text, count=1, flags=re.M)
-        text = re.sub(r"^Result logdir: .*\n", "", text, flags=re.M)
+        lines = [line for line in (self._progress(trials), f"Results: {self._results_dir}") if line]
+        with redirect_stdout(io.StringIO()) as table:
+            super().report(trials, done, *sys_info, *lines)
+        text = re.sub(r"^Result logdir: .*\n", "", table.getvalue(), flags=re.M)
         for trial in trials:
             if trial.local_path and trial.path and trial.local_path in text:
                 text = text.replace(trial.local_path, trial.path.ljust(len(trial.local_path)))
-        self._print(text)
+        print(text, end="")
 
     def _progress(self, trials: list) -> str | None:
         measured = []
