@@ -64,20 +64,16 @@ def progress_line(trials: list[Measured], elapsed_s: float, start_fraction: floa
     return line
 
 
-def fraction_done(trials: list[Measured]) -> float:
-    """The mean over trials of each one's progress toward its stop budget (0 without trials)."""
-    return _fractions(trials)[0] if trials else 0.0
-
-
 def _fractions(trials: list[Measured]) -> tuple[float, list[str]]:
-    """The mean progress of `trials` (not empty) and each one's leading budget key."""
+    """The mean over trials of each one's progress toward its stop budget (0 without trials),
+    and each one's leading budget key."""
     fractions, leading = [], []
     for values, budgets, finished in trials:
         shares = {key: min(values.get(key, 0.0) / budget, 1.0) for key, budget in budgets.items()}
         key = max(shares, key=shares.get)
         fractions.append(1.0 if finished else shares[key])
         leading.append(key)
-    return sum(fractions) / len(fractions), leading
+    return sum(fractions) / max(len(fractions), 1), leading
 
 
 def _duration(seconds: float) -> str:
@@ -136,7 +132,7 @@ class BudgetReporter(CLIReporter):
             }
             measured.append((values, budgets, trial.status == "TERMINATED" and bool(result.get("done"))))
         if self._start_fraction is None:
-            self._start_fraction = fraction_done(measured)
+            self._start_fraction = _fractions(measured)[0]
         return progress_line(measured, time.time() - self._started, self._start_fraction)
 
 

@@ -35,6 +35,7 @@ from ray.tune.utils import flatten_dict
 from ray.tune.utils.util import SafeFallbackEncoder
 
 from rllib_geppo.records.checkpoint_manifest import write_atomically
+from rllib_geppo.records.trial_record import last_row
 
 
 class ResultFiles(LoggerCallback):
@@ -55,8 +56,7 @@ class ResultFiles(LoggerCallback):
         (folder / EXPR_PARAM_PICKLE_FILE).write_bytes(cloudpickle.dumps(trial.config))
         for name in (EXPR_RESULT_FILE, EXPR_PROGRESS_FILE):
             _cut_to_last_line(folder / name)
-        rows = _rows(folder / EXPR_RESULT_FILE)
-        self._last[trial] = rows[-1][1].get(TRAINING_ITERATION, 0) if rows else 0
+        self._last[trial] = (last_row(folder) or {}).get(TRAINING_ITERATION, 0)
         self._header[trial] = list(_table(folder / EXPR_PROGRESS_FILE, nrows=0).columns)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
@@ -69,8 +69,8 @@ class ResultFiles(LoggerCallback):
             f.write(json.dumps(result, cls=SafeFallbackEncoder) + "\n")
         row = pd.DataFrame([flatten_dict({k: v for k, v in result.items() if k != "config"}, delimiter="/")])
         csv, header = folder / EXPR_PROGRESS_FILE, self._header[trial]
-        if not header or not row.columns.isin(header).all():  # a header with the new keys
-            header += [key for key in row.columns if key not in header]
+        if new := [key for key in row.columns if key not in header]:  # the file under a new header
+            self._header[trial] = header = header + new
             table = _table(csv).reindex(columns=header)
             write_atomically(csv, lambda f: table.to_csv(f, index=False))
         with csv.open("a", newline="") as f:

@@ -38,11 +38,12 @@ PROGRESS_COLUMNS = {
 def tune_experiments(specs: Sequence[ExperimentSpec], run_name: str, storage_path: str) -> list:
     """One tune.Experiment per spec, all sharing the directory `storage_path/run_name`.
 
-    Tune 2.60 uploads the driver-side results (result.json, progress.csv, params.json) from the
-    staging directory of the *first* experiment only: experiments with their own names would
-    keep only their checkpoints. So all share one name, and trial names carry the experiment's.
-    The staging path embeds the second each Experiment was created in; in the rare case that
-    creating them spans a second boundary, build them again. Needs Ray to be initialised.
+    Tune uploads the files the driver writes (TensorBoard's, the error files; under cloud
+    storage the results too) from the staging directory of the *first* experiment only:
+    experiments with their own names would keep only their checkpoints. So all share one name,
+    and trial names carry the experiment's. The staging path embeds the second each Experiment
+    was created in; in the rare case that creating them spans a second boundary, build them
+    again. Needs Ray to be initialised.
     """
     for _ in range(3):
         experiments = [_tune_experiment(s, run_name, storage_path) for s in specs]
