@@ -3,7 +3,7 @@ its error in one line, and the cluster's nodes and trial processes that went awa
 
 Tune's own statuses hide two outcomes: a trial stopped by a signal looks finished, and one whose
 every sample failed looks successful (:func:`trial_status`). A trial's error comes from its
-``error.txt`` (:func:`error_message`); where a failure is a lost actor (a trial's process that
+``error.txt`` (:func:`exception_line`); where a failure is a lost actor (a trial's process that
 went away), :class:`LostNodes` names the nodes that died, so the warning can say what the
 cluster lost.
 """

@@ -107,16 +107,14 @@ def quiet_console(enabled: bool = True) -> Iterator[None]:
     handlers = {h for logger in loggers for h in getattr(logger, "handlers", ())}
     for handler in handlers:
         handler.addFilter(_not_noise)
-    try:
-        with redirect_stdout(_LineFilter(sys.stdout)) as out, redirect_stderr(_LineFilter(sys.stderr)) as err:
-            try:
-                yield
-            finally:
-                out.flush()
-                err.flush()
-    finally:
-        for handler in handlers:
-            handler.removeFilter(_not_noise)
+    with redirect_stdout(_LineFilter(sys.stdout)) as out, redirect_stderr(_LineFilter(sys.stderr)) as err:
+        try:
+            yield
+        finally:
+            out.flush()
+            err.flush()
+            for handler in handlers:
+                handler.removeFilter(_not_noise)
 
 
 @contextmanager
