@@ -24,9 +24,6 @@ from rllib_geppo import private_ray
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.records.checkpoint_manifest import damaged_files, read_manifest
 
-#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
-PRIVATE_RAY_NAMES = private_ray.TUNE_RESUME
-
 log = logging.getLogger(__name__)
 
 

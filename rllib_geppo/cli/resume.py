@@ -33,9 +33,6 @@ from rllib_geppo.records.trial_record import experiment_of, last_row
 
 log = logging.getLogger(__name__)
 
-#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
-PRIVATE_RAY_NAMES = private_ray.TUNE_RESUME
-
 #: The lock file a running run keeps in its folder.
 LOCK = ".rllib_geppo_run.lock"
 
