@@ -25,15 +25,21 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import ray
 
+from rllib_geppo.records.checkpoint_manifest import write_json_atomically
+
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: The Ray release series the speed paths were tested on: CI runs the whole suite on the newest
 #: and the tests that touch RLlib and Tune on the oldest (``make test``).
@@ -219,23 +225,28 @@ ACTOR_MANAGER_LOG = PrivateNames(
     without="such a run stops with the count of failed samples, without the environment's error",
 )
 
-TUNE_RUN = PrivateNames(
+TUNE_RESUME = PrivateNames(
     names=(
         "ray.train._internal.session:_TrainingResult",
-        "ray.tune.logger:LoggerCallback._restore_from_remote",
-        "ray.tune.logger:JsonLoggerCallback._trial_configs",
-        "ray.tune.progress_reporter:CLIReporter._progress_str",
-        "ray.tune.progress_reporter:CLIReporter._print",
-        "ray._raylet:GcsClient",
-        "ray._private.services:canonicalize_bootstrap_address",
-        "ray._private.state:actors",
+        "ray.tune.experiment.trial:Trial.run_metadata",
+        "ray.tune.experiment.trial:Trial.storage",
+        "ray.tune.experiment.trial:Trial.get_json_state",
     ),
-    why="the command line's run: a checkpoint Tune's saved state does not know yet registered "
-    "for --resume, result files written into the trial's folder, the progress table with the "
-    "budget line, the cluster's address and token checked before ray.init, the nodes of lost "
-    "actors",
-    where="rllib_geppo/cli/",
-    without="the command line fails",
+    why="the command line's --resume: Tune saves a run's state every 10 s or more, so after a "
+    "SIGKILL it may name an older checkpoint of a trial than the newest on disk, or hold as "
+    "running a trial that has finished since. Before Ray starts, the saved state "
+    "(experiment_state-*.json, each trial as Trial.get_json_state writes it) is read as JSON, "
+    "nothing unpickled: each trial's name, config, stop criteria, status and folder; a trial "
+    "finished since is marked finished there, and the trials are put in the order the run "
+    "created them (the counter that ends a Tune trial ID). When the run starts, each unfinished "
+    "trial's newest intact checkpoint is registered with its checkpoint manager "
+    "(run_metadata) as Tune registers one, and its next checkpoint numbered after every "
+    "folder on disk (storage). Tune's public restore (Tuner.restore, ExperimentAnalysis) "
+    "unpickles the state and knows only the checkpoints it saved",
+    where="rllib_geppo/cli/resume.py, rllib_geppo/cli/checkpoints.py",
+    without="--resume continues each trial from the checkpoint Tune's saved state names (a "
+    "trial may repeat iterations, or train on after it finished), in the order Tune saved "
+    "them; a saved state of another layout is refused, naming the file",
 )
 
 # -- Reads ---------------------------------------------------------------------------------
@@ -336,6 +347,98 @@ def user_rl_module_spec(config: Any) -> Any:
     return _field(config, "_rl_module_spec", None)
 
 
+# -- Tune's saved run, for --resume (TUNE_RESUME) --------------------------------------------
+
+
+def experiment_state(run_dir: Path) -> Path | None:
+    """The newest state Tune saved of the run in ``run_dir`` (``experiment_state-<time>.json``),
+    or None."""
+    return max(Path(run_dir).glob("experiment_state-*.json"), default=None)
+
+
+def saved_trials(state: Path) -> list[dict[str, Any]]:
+    """The trials of Tune's saved state ``state``, read as JSON only (nothing unpickled), each as
+    ``name`` (the trial's), ``trial_id``, ``config``, ``stop``, ``status`` and ``folder`` (its
+    folder in the run's).
+
+    Raises:
+        OSError, ValueError, KeyError, TypeError, AttributeError: ``state`` is not as Tune
+            writes it (a full disk cuts it short).
+    """
+    trials = [json.loads(entry[0]) for entry in json.loads(state.read_text())["trial_data"]]
+    return [
+        dict(
+            name=t["custom_trial_name"],
+            trial_id=t.get("trial_id", ""),
+            config=dict(t["config"]),
+            stop=dict(t["stopping_criterion"] or {}),
+            status=t["status"],
+            folder=t["relative_logdir"],
+        )
+        for t in trials
+    ]
+
+
+def save_trials(run_dir: Path, finished: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Tune's newest saved state of the run in ``run_dir``, with its trials in the order the run
+    created them (:func:`in_creation_order`) and each trial whose folder ``finished`` holds
+    marked TERMINATED, with that row as its last result. Only JSON is read and written; the file
+    is replaced atomically, and only where it changes. Returns whether it changed."""
+    if (path := experiment_state(run_dir)) is None:
+        return False
+    state = json.loads(path.read_text())
+    if not isinstance(entries := state.get("trial_data"), list):
+        return False  # no list of trials: the state is left as it is
+    saved = [list(entry) for entry in entries]
+    for entry in saved:
+        trial, metadata = json.loads(entry[0]), json.loads(entry[1])
+        if (last := finished.get(trial["relative_logdir"])) is not None:
+            trial["status"], metadata["last_result"] = "TERMINATED", dict(last)
+            entry[0], entry[1] = json.dumps(trial, indent=2), json.dumps(metadata)
+    saved = in_creation_order(saved, lambda entry: json.loads(entry[0])["trial_id"])
+    if saved == entries:
+        return False
+    write_json_atomically(path, {**state, "trial_data": saved})
+    return True
+
+
+def in_creation_order(items: Sequence[_T], trial_id: Callable[[_T], str]) -> list[_T]:
+    """``items`` in the order the run created them, by the counter that ends each one's Tune
+    trial ID (``"3bab4_00012"``: 12); as given where an ID lacks it or cannot be read."""
+    try:
+        return sorted(items, key=lambda item: int(re.fullmatch(r".*_(\d+)", trial_id(item))[1]))
+    except (TypeError, KeyError, ValueError):
+        return list(items)
+
+
+def recorded_checkpoints(trial: Any) -> tuple[dict[str, dict], str | None]:
+    """The checkpoints Tune's state records for ``trial`` (folder name -> the metrics of the
+    result that saved it), and the latest one's folder name (None: none)."""
+    manager = trial.run_metadata.checkpoint_manager
+    latest = manager.latest_checkpoint_result
+    recorded = {Path(r.checkpoint.path).name: r.metrics for r in manager.best_checkpoint_results}
+    return recorded, Path(latest.checkpoint.path).name if latest else None
+
+
+def continue_from(
+    trial: Any, newest_index: int, checkpoint: Path | None = None, metrics: dict | None = None
+) -> bool:
+    """Numbers ``trial``'s next checkpoint after ``newest_index`` (the newest checkpoint folder on
+    disk, so that none is overwritten) and, given a ``checkpoint`` with the ``metrics`` of the
+    result that saved it, registers that as the trial's latest, as Tune registers a new one: the
+    trial restores from it. False where the installed Tune has moved these names (logged once):
+    the trial restores from the checkpoint Tune's state names."""
+    from ray.train import Checkpoint
+
+    result = _get(TUNE_RESUME)
+    if result is None:
+        return False
+    if checkpoint is not None:
+        trial.on_checkpoint(result(checkpoint=Checkpoint.from_directory(str(checkpoint)), metrics=metrics))
+    trial.storage.current_checkpoint_index = newest_index  # the trainable adds one before a save
+    return True
+
+
 # -- Speed paths and RLlib subclasses --------------------------------------------------------
 
 #: Every entry: the table of docs/internals.md.
@@ -348,7 +451,7 @@ ENTRIES = (
     ENV_RUNNERS,
     LEAN_SAMPLING,
     ACTOR_MANAGER_LOG,
-    TUNE_RUN,
+    TUNE_RESUME,
 )
 
 

@@ -3,18 +3,17 @@ each running trial ends its current iteration and saves a checkpoint, then the r
 
 Tune's own handling of Ctrl+C stops the trials at once, with no checkpoint, and Ray's handler
 of SIGTERM dumps stacks and exits with no summary. :class:`GracefulStop` handles both alike:
-at the first signal it asks every running trial for a checkpoint at its next result, and once
-each has saved one (or ended), it ends Tune's run as Tune's own Ctrl+C handler does: the run's
-state is saved, the summary printed, and ``rllib train file`` exits with
-:func:`stop_exit_code` (130 for SIGINT, 143 for SIGTERM) after printing the command that
-resumes the run. A second signal ends the run at once, losing the iterations in progress.
+at the first signal it asks every running trial for a checkpoint at its next result (Tune's
+``should_checkpoint``), and once each has saved one (or ended), it ends Tune's run with SIGUSR1,
+Tune's graceful stop: the run's state is saved, the summary printed, and ``rllib train file``
+exits with :func:`stop_exit_code` (130 for SIGINT, 143 for SIGTERM) after printing the command
+that resumes the run. A second signal ends the run at once, losing the iterations in progress.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
@@ -35,21 +34,19 @@ class GracefulStop(Callback):
     """Handles SIGINT and SIGTERM while Tune runs (see the module docstring).
 
     Its handlers are installed when Tune sets up its callbacks (after Tune installs its own
-    SIGINT handler, which this one calls to end the run) and stay until :meth:`restore`.
+    handlers for SIGINT and SIGUSR1) and stay until :meth:`restore`.
     Pass it last among the callbacks: it marks a result for a checkpoint after the loggers have
     written it.
     """
 
     def __init__(self) -> None:
         self.signal: int | None = None  # the first stop signal received
-        self._end_tune: Callable | None = None
+        self._ended = False
         self._originals = {sig: signal.getsignal(sig) for sig in SIGNALS}
         self._asked = False  # a signal came; the trials to wait for are chosen at the next step
         self._waiting: set = set()  # running trials that have not saved since
 
     def setup(self, **info: Any) -> None:
-        # Tune's handler, which it installs for SIGUSR1 always (for SIGINT unless told not to).
-        self._end_tune = signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))
         for sig in SIGNALS:
             signal.signal(sig, self._on_signal)
 
@@ -102,10 +99,10 @@ class GracefulStop(Callback):
             self._end()
 
     def _end(self) -> None:
-        """Ends Tune's run loop as Tune's Ctrl+C handler does (the run's state is saved)."""
-        if callable(self._end_tune):
-            self._end_tune(signal.SIGINT, None)  # Tune's handler ignores which signal
-        self._end_tune = None
+        """Ends Tune's run gracefully, once (the run's state is saved)."""
+        if not self._ended:
+            self._ended = True
+            signal.raise_signal(signal.SIGUSR1)
 
 
 def _saves(trial: Any) -> bool:

@@ -17,7 +17,7 @@ Tune run is :mod:`rllib_geppo.cli.tune_run`; the summary and the exit status com
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import logging
 import os
 import shlex
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from rllib_geppo.cli.checkpoints import check_run_checkpoints, newest_checkpoints
+from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints, newest_checkpoints
 from rllib_geppo.cli.env_modules import prepare_env_modules
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import (
@@ -40,30 +40,12 @@ from rllib_geppo.cli.experiment_file import (
     select_experiments,
 )
 from rllib_geppo.cli.interrupt import GracefulStop
-from rllib_geppo.cli.outcomes import dead_nodes, exit_status, lost_nodes, trial_summary
-from rllib_geppo.cli.preflight import (
-    check_cluster_resources,
-    check_reachable,
-    check_resources,
-    check_resume,
-    check_token,
-    machine_cpus,
-)
+from rllib_geppo.cli.outcomes import LostNodes, exit_status, trial_summary
+from rllib_geppo.cli.preflight import check_cluster_resources, check_reachable, check_resources, machine_cpus
 from rllib_geppo.cli.progress import BestReturns
 from rllib_geppo.cli.quiet import quiet_console
 from rllib_geppo.cli.recorded import recorded_trials, without_recorded
-from rllib_geppo.cli.resume import (
-    check_run_lock,
-    check_unchanged,
-    finished_since_saved,
-    in_creation_order,
-    mark_finished_trials,
-    order_as_created,
-    run_lock,
-    saved_stops,
-    saved_trials,
-    what_continues,
-)
+from rllib_geppo.cli.resume import SavedRun, check_run_lock, check_unchanged, run_lock, saved_stops
 from rllib_geppo.cli.stranded import StrandedTrials
 from rllib_geppo.cli.tune_run import ray_session, run_experiments, run_path
 from rllib_geppo.cli.validation import validate_experiment
@@ -187,6 +169,8 @@ def train_file(args: argparse.Namespace) -> int:
             "--skip-recorded starts a new run without the trials already recorded; --resume "
             "continues a run as it was saved. Pass one of them."
         )
+    if args.skip_damaged_checkpoints and not args.resume:
+        raise UserError("--skip-damaged-checkpoints applies to --resume only.")
     envs = {
         t["env"]: s.where("config.env")
         for s in specs
@@ -211,33 +195,40 @@ def train_file(args: argparse.Namespace) -> int:
         kept = [name for name in args.experiment if any(named_by(s.name, [name]) for s in specs)]
         args = argparse.Namespace(**{**vars(args), "experiment": kept, "num_samples": None})
     storage = args.storage_path  # a local path must be absolute for Tune; URIs pass through
-    storage = storage if "://" in storage else os.path.abspath(storage)
-    run_name = args.name or Path(args.file).stem
     local = "://" not in storage
-    if args.dry_run and args.resume:
-        sys.stdout.write(resume_dry_run(args, specs, trials, storage, run_name))
-        return 0
-    if args.dry_run:
-        sys.stdout.write(dry_run_report(specs, trials, resume_command(args, run_name)))
-        return 0
-    if local:
-        check_run_lock(Path(run_path(storage, run_name)))
-    if args.resume and local:
+    storage = os.path.abspath(storage) if local else storage
+    run_name = args.name or Path(args.file).stem
+    run_dir, resume = Path(run_path(storage, run_name)), resume_command(args, run_name)
+    saved, resume_from = None, {}
+    if local and (args.resume or not args.dry_run):
+        check_run_lock(run_dir)
+    if local and args.resume:
         # Options that would change the run are refused first: the command that the check of
         # its checkpoints prints, to continue past a damaged one, must not hold them.
-        check_resume(storage, run_name, run_path(storage, run_name))
-        specs = resumed_specs(args, specs, trials, run_path(storage, run_name))
-    resume_from = preflight(args, specs, trials, storage, run_name)
-    if args.resume and not local:
+        saved = SavedRun.read(storage, run_name)
+        specs = resumed_specs(args, specs, trials, saved)
+        resume_from = check_run_checkpoints(saved.unfinished(), resume, args.skip_damaged_checkpoints)
+    if args.dry_run and saved is not None:
+        sys.stdout.write(resume_dry_run(saved, specs, resume_from))
+    elif args.dry_run:
+        sys.stdout.write(dry_run_report(specs, trials, resume))
+        if args.resume:  # remote storage, which Tune alone reads
+            print(f"# --resume from {storage}: Tune reads the saved run there; its trials are not listed.")
+    if args.dry_run:
+        return 0
+    if args.address:
+        check_reachable(args.address)
+    else:  # a local Ray has this machine's CPUs at most; once Ray runs, every resource is checked
+        check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
+    if saved is not None:
+        saved.save()
+        resume_from |= newest_checkpoints(saved.folder / folder for folder in saved.finished)
+        log.info("%s: resumes the run in %s: %s", args.file, run_dir, saved.continues())
+    elif args.resume:
         log.warning(
             "--resume from %s: Tune reads the run there; the checks of a local run (its "
             "saved settings, checkpoints and lock) do not apply to remote storage.",
             storage,
-        )
-    if args.resume and local:
-        saved = saved_trials(Path(run_path(storage, run_name)))
-        log.info(
-            "%s: resumes the run in %s: %s", args.file, run_path(storage, run_name), what_continues(saved, ())
         )
     else:
         log.info(
@@ -245,83 +236,45 @@ def train_file(args: argparse.Namespace) -> int:
             args.file,
             sum(map(len, trials.values())),
             len(specs),
-            run_path(storage, run_name),
+            run_dir,
         )
     with (
-        quiet_console(not args.verbose) as console,
-        ray_session(args.address, console, env_modules.runtime_env()),
+        quiet_console(not args.verbose),
+        ray_session(args.address, not args.verbose, env_modules.runtime_env()),
     ):
         check_cluster_resources(specs, trials, args.address)
-        best_returns, stop, nodes_before = BestReturns(), GracefulStop(), dead_nodes()
+        best_returns, lost_nodes, stop = BestReturns(), LostNodes(), GracefulStop()
+        callbacks = [
+            best_returns,
+            ResumeFromCheckpoints(resume_from),
+            StrandedTrials(resume),
+            lost_nodes,
+            stop,
+        ]
         try:
-            with run_lock(Path(run_path(storage, run_name))) if local else nullcontext():
-                results = run_experiments(
-                    specs,
-                    run_name,
-                    storage,
-                    args.resume,
-                    best_returns,
-                    resume_from,
-                    stop,
-                    StrandedTrials(resume_command(args, run_name)),
-                )
+            with run_lock(run_dir) if local else nullcontext():
+                results = run_experiments(specs, run_name, storage, args.resume, callbacks)
         finally:
             stop.restore()
         print("\nSummary:")
         for trial in results:
             print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
-        lost = lost_nodes(results, nodes_before)
-    return exit_status(resume_command(args, run_name), results, stop.signal, lost)
-
-
-def preflight(
-    args: argparse.Namespace,
-    specs: Sequence[ExperimentSpec],
-    trials: Mapping[str, list[dict]],
-    storage: str,
-    run_name: str,
-) -> dict[str, Path]:
-    """The checks that need no Ray: the run to resume and its checkpoints, the cluster's
-    address, and (for a local Ray) the trials' CPUs against this machine's. Resources are
-    checked again once Ray runs. Returns the checkpoint each resumed trial continues from (and
-    each trial that finished after the run's state was saved shows).
-    """
-    resume_from: dict[str, Path] = {}
-    if args.resume:
-        run_dir = run_path(storage, run_name)
-        check_resume(storage, run_name, run_dir)
-        finished = []
-        if "://" not in storage:  # Tune's saved state is a local file
-            finished = mark_finished_trials(Path(run_dir))
-            order_as_created(Path(run_dir))
-        resume_from = check_run_checkpoints(
-            run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints
-        ) | newest_checkpoints(run_dir, finished)
-    elif args.skip_damaged_checkpoints:
-        raise UserError("--skip-damaged-checkpoints applies to --resume only.")
-    if args.address:
-        check_reachable(args.address)
-        check_token(args.address)
-    else:
-        check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
-    return resume_from
+        lost = lost_nodes.lost(results)
+    return exit_status(resume, results, stop.signal, lost)
 
 
 def resumed_specs(
-    args: argparse.Namespace, specs: Sequence[ExperimentSpec], trials: Mapping[str, list[dict]], run_dir: str
+    args: argparse.Namespace,
+    specs: Sequence[ExperimentSpec],
+    trials: Mapping[str, list[dict]],
+    saved: SavedRun,
 ) -> list[ExperimentSpec]:
     """The experiments as the saved run holds them: options that would change the run are
     refused (:mod:`rllib_geppo.cli.resume`), and each shows the stop criteria Tune uses."""
-    saved = saved_trials(Path(run_dir))
     counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
-    check_unchanged(saved, args.experiment, args.config, args.stop, counts)
-    stops = saved_stops(saved)
-    resumed = []
-    for spec in specs:
-        spec = copy.deepcopy(spec)
-        spec.stop = stops.get(spec.name, spec.stop)
-        resumed.append(spec)
-    return resumed
+    check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
+    stops = saved_stops(saved.trials)
+    return [dataclasses.replace(spec, stop=stops.get(spec.name, spec.stop)) for spec in specs]
 
 
 def resume_command(args: argparse.Namespace, run_name: str) -> str:
@@ -350,37 +303,16 @@ def dry_run_report(specs: Sequence[ExperimentSpec], trials: Mapping[str, list[di
     )
 
 
-def resume_dry_run(
-    args: argparse.Namespace,
-    specs: Sequence[ExperimentSpec],
-    trials: Mapping[str, list[dict]],
-    storage: str,
-    run_name: str,
-) -> str:
-    """What `--resume` would do, as YAML, after the checks of the saved run (its lock,
-    settings, state and checkpoints); reads the run and writes nothing. Each saved trial shows
-    its status and the checkpoint it continues from (``start``: none yet; null: finished), in
-    the order the run created them. Remote storage, which Tune alone reads, lists none."""
-    run_dir = run_path(storage, run_name)
-    if "://" in storage:
-        return (
-            dry_run_report(specs, trials, resume_command(args, run_name))
-            + f"# --resume from {storage}: Tune reads the saved run there; its trials are not listed.\n"
-        )
-    check_run_lock(Path(run_dir))
-    check_resume(storage, run_name, run_dir)
-    specs = resumed_specs(args, specs, trials, run_dir)
-    saved = in_creation_order(saved_trials(Path(run_dir)), lambda t: t.trial_id)
-    finished = finished_since_saved(Path(run_dir))
-    resume_from = check_run_checkpoints(
-        run_dir, resume_command(args, run_name), args.skip_damaged_checkpoints, finished
-    )
+def resume_dry_run(saved: SavedRun, specs: Sequence[ExperimentSpec], resume_from: Mapping[str, Path]) -> str:
+    """What `--resume` would do, as YAML, after the checks of the saved run (its lock, settings,
+    state and checkpoints): each saved trial's status and the checkpoint it continues from
+    (``start``: none yet; null: finished), in the order the run created them."""
     stops = {s.name: s.stop for s in specs}
     doc: dict[str, dict] = {}
-    for t in saved:
-        done = t.finished(finished)
-        start = resume_from[t.folder].name if t.folder in resume_from else "start"
+    for t in saved.trials:
+        done = saved.is_finished(t)
         entry = doc.setdefault(t.experiment, dict(stop=stops.get(t.experiment, t.stop), trials=[]))
+        start = resume_from[t.folder].name if t.folder in resume_from else "start"
         entry["trials"].append(
             dict(
                 folder=t.folder,
@@ -389,7 +321,7 @@ def resume_dry_run(
             )
         )
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
-    return f"{body}# --resume of {run_dir}: {what_continues(saved, finished)}; dry run, nothing started.\n"
+    return f"{body}# --resume of {saved.folder}: {saved.continues()}; dry run, nothing started.\n"
 
 
 def report_command(argv: Sequence[str]) -> int:
@@ -409,7 +341,12 @@ def report_command(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `rllib`, `rllib-geppo` and `python -m rllib_geppo`; returns the exit code."""
-    _setup_logging()
+    # The command's own log lines, on the stderr it was started with, for as long as it runs.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    package_logger = logging.getLogger("rllib_geppo")
+    package_logger.addHandler(handler)
+    package_logger.setLevel(logging.INFO)
     try:
         parser = build_parser()
         args, rest = parser.parse_known_args(argv)
@@ -423,25 +360,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"{_prog()}: error: {e}", file=sys.stderr)
         return 2
-
-
-class _StderrHandler(logging.StreamHandler):
-    """A stream handler that writes to whatever ``sys.stderr`` is when a record comes: the quiet
-    console and callers that run ``main`` more than once (tests) swap it."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass
-
-
-def _setup_logging() -> None:
-    package_logger = logging.getLogger("rllib_geppo")
-    if not package_logger.handlers:
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        package_logger.addHandler(handler)
-        package_logger.setLevel(logging.INFO)
+    finally:
+        package_logger.removeHandler(handler)

@@ -3,8 +3,9 @@ its error in one line, and the cluster's nodes and trial processes that went awa
 
 Tune's own statuses hide two outcomes: a trial stopped by a signal looks finished, and one whose
 every sample failed looks successful (:func:`trial_status`). A trial's error comes from its
-``error.txt`` (:func:`error_message`); a failure that Ray reports as a lost actor is traced to
-the nodes that died (:func:`lost_nodes`), so the warning can say what the cluster lost.
+``error.txt`` (:func:`exception_line`); where a failure is a lost actor (a trial's process that
+went away), :class:`LostNodes` names the nodes that died, so the warning can say what the
+cluster lost.
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rllib_geppo import private_ray
+from ray.tune import Callback
+
 from rllib_geppo.cli.interrupt import stop_exit_code
 from rllib_geppo.records.result_keys import STEPS_KEY
-
-#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
-PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 log = logging.getLogger(__name__)
 
@@ -60,24 +59,13 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
             "it sampled no env step: every sample failed (the EnvRunners' errors are "
             "above); fix the environment and start a new run"
         )
-    if trial.run_metadata.error_filename:
-        # Where Tune copied it with the trial's results (error_file is Ray's session folder).
-        error_file = Path(trial.path, trial.run_metadata.error_filename)
-        message = error_message(error_file, getattr(trial, "error_file", None))
-        if message:
+    if trial.error_file:
+        if message := exception_line(error_text(trial.error_file) or ""):
             parts.append(message)
-        parts.append(f"error {error_file}")  # last, whole: the path is what scripts read
+        # Last, whole (the path is what scripts read): where Tune keeps it with the trial's
+        # results, not its staging folder in Ray's session directory.
+        parts.append(f"error {Path(trial.path, Path(trial.error_file).name)}")
     return ", ".join(parts)
-
-
-def error_message(*error_files: str | Path | None) -> str | None:
-    """The error of the trial's last failure, from the first readable error file that holds
-    one: ``module.Type: `` and the first line of its message, whole; None where none does."""
-    for text in filter(None, map(error_text, error_files)):
-        message = exception_line(text)
-        if message:
-            return message
-    return None
 
 
 def error_text(path: str | Path | None) -> str | None:
@@ -111,7 +99,7 @@ def exit_status(
     """The command's exit status, after the warning that says how to go on (``resume_line``, the
     command that resumes the run): 130 or 143 for a run stopped by Ctrl+C or SIGTERM
     (:mod:`rllib_geppo.cli.interrupt`), 1 for a failed trial (naming the nodes the cluster lost,
-    from :func:`lost_nodes`), else 0."""
+    from :meth:`LostNodes.lost`), else 0."""
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
         how = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM"}.get(signum, "a signal")
@@ -147,28 +135,6 @@ ACTOR_ID = re.compile(r"\b[0-9a-f]{32}\b")
 NODE_DEATH_WAIT_S = 30.0
 
 
-def lost_nodes(results: Sequence[Any], dead_before: Mapping[str, str]) -> dict[str, str] | None:
-    """Where a failed trial's actor went away: the nodes that died since the run started (node
-    id -> IP), waiting up to :data:`NODE_DEATH_WAIT_S` for Ray to mark dead the nodes those
-    actors ran on; possibly none (the process alone died). None where no trial failed that way."""
-    failures = [
-        error_text(Path(t.path, t.run_metadata.error_filename))
-        for t in results
-        if trial_status(t) == "ERROR" and t.run_metadata.error_filename
-    ]
-    actors = lost_actors([text for text in failures if text])
-    if actors is None:
-        return None
-    homes = dead_actor_nodes(actors)
-    deadline = time.monotonic() + NODE_DEATH_WAIT_S
-    while True:
-        dead = dead_nodes()
-        new = {node: ip for node, ip in dead.items() if node not in dead_before}
-        if (new and homes <= dead.keys()) or time.monotonic() > deadline:
-            return new
-        time.sleep(1.0)
-
-
 def lost_actors(error_texts: Sequence[str]) -> set[str] | None:
     """The IDs of the actors that went away in the last failures of these error files (Tune's
     ``error.txt``); None where no failure was such a loss."""
@@ -180,23 +146,29 @@ def lost_actors(error_texts: Sequence[str]) -> set[str] | None:
     return {actor for text in lost for actor in ACTOR_ID.findall("\n".join(last_failure(text)))}
 
 
-def dead_actor_nodes(actor_ids: set[str]) -> set[str]:
-    """The nodes the dead ones of these actors ran on, from the GCS's actor table, which keeps
-    dead actors. (Ray's public state API, ``ray.util.state.get_actor``, needs the dashboard,
-    which a cluster may run without.) An actor not found there, or not dead, adds no node; so
-    does every actor if the table cannot be read."""
-    from ray._private import state
+class LostNodes(Callback):
+    """The nodes of the Ray cluster that died during the run (Ray must be initialised)."""
 
-    try:
-        infos = [state.actors(actor_id) for actor_id in actor_ids]
-    except Exception as e:  # noqa: BLE001 - only the wait's precision depends on it
-        log.debug("Ray's actor table could not be read: %s", e)
-        return set()
-    return {
-        node
-        for info in infos
-        if info.get("State") == "DEAD" and (node := info.get("Address", {}).get("NodeID"))
-    }
+    def __init__(self) -> None:
+        self.dead_before = dead_nodes()
+        self._dead_at_failure = self.dead_before  # when Tune last saw a trial fail
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._dead_at_failure = dead_nodes()
+
+    def lost(self, results: Sequence[Any]) -> dict[str, str] | None:
+        """Where a failed trial's actor went away (:func:`lost_actors`): the nodes that died
+        since the run started (node id -> IP), possibly none (the process alone died); None
+        where no trial failed that way. The node of the last failure is marked dead only once
+        it has missed its heartbeats: this waits up to :data:`NODE_DEATH_WAIT_S` for a node to
+        die after that failure."""
+        errors = [error_text(t.error_file) for t in results if trial_status(t) == "ERROR"]
+        if lost_actors([text for text in errors if text]) is None:
+            return None
+        deadline = time.monotonic() + NODE_DEATH_WAIT_S
+        while (dead := dead_nodes()).keys() <= self._dead_at_failure.keys() and time.monotonic() < deadline:
+            time.sleep(1.0)
+        return {node: ip for node, ip in dead.items() if node not in self.dead_before}
 
 
 def dead_nodes() -> dict[str, str]:

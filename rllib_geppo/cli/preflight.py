@@ -1,31 +1,25 @@
-"""Checks that `rllib train file` makes before anything can wait: the cluster and the run folder.
+"""Checks that `rllib train file` makes before anything can wait: the cluster and its resources.
 
 Each check raises :class:`UserError` (exit code 2, one message) for a run that would otherwise
 hang or fail late: a `--address` where nothing listens or whose cluster refuses this process's
-token, a trial that asks for more CPUs or GPUs than the cluster has (Tune would keep it PENDING
-forever), and a `--resume` of a run that does not exist. The checks of the file itself are in
-:mod:`rllib_geppo.cli.validation`.
+token, and a trial that asks for more CPUs or GPUs than the cluster has (Tune would keep it
+PENDING forever). The checks of the file itself are in :mod:`rllib_geppo.cli.validation`, those
+of a run to resume in :mod:`rllib_geppo.cli.resume`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rllib_geppo import private_ray
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import ExperimentSpec
 from rllib_geppo.cli.quiet import quiet_rllib
 from rllib_geppo.cli.trainables import to_algorithm_config, trainable
-
-#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
-PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +55,12 @@ FIXES = {
 
 
 def resolve_address(address: str) -> str | None:
-    """`--address` as Ray will read it: `auto` becomes the address of the running cluster
-    (RAY_ADDRESS, else the cluster that `ray start` started on this machine). None: `local`.
-
-    Raises UserError when `auto` finds no cluster (ray.init would raise ConnectionError).
-    """
-    if address != "auto":
-        return None if address == "local" else address
-    from ray._private.services import canonicalize_bootstrap_address  # what ray.init calls
-
-    try:
-        return canonicalize_bootstrap_address(address)
-    except ConnectionError:
-        raise UserError(
-            "--address auto: no running Ray cluster found (RAY_ADDRESS is not set and no cluster "
-            "was started on this machine). Start one with `ray start --head`, pass its address, "
-            "or leave out --address to start a local Ray."
-        ) from None
+    """`--address` as Ray reads it, where that is known before ``ray.init``: `auto` is the
+    address in ``RAY_ADDRESS`` (without it, ``ray.init`` finds the cluster that `ray start`
+    started on this machine, or says that none runs). None: `local`, or such an `auto`."""
+    if address == "auto":
+        return os.environ.get("RAY_ADDRESS") or None
+    return None if address == "local" else address
 
 
 def host_and_port(address: str) -> tuple[str, int]:
@@ -119,34 +102,6 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         ) from None
 
 
-def check_token(address: str) -> None:
-    """Raises UserError when the cluster at `address` refuses this process's authentication
-    token: ray.init would retry for about 20 s and say only "Failed to connect".
-
-    Ray turns token authentication on for ``ray start --head`` whenever the machine has a token
-    (``~/.ray/auth_token``, written by any earlier local Ray), but a process joining an explicit
-    address sends one only with ``RAY_AUTH_MODE=token``. Not checked for ``auto`` without
-    ``RAY_AUTH_MODE`` (ray.init then turns the token on itself where this machine has one) or
-    for a Ray Client address (``ray://``).
-    """
-    resolved = resolve_address(address)
-    if (
-        resolved is None
-        or resolved.startswith("ray://")
-        or (address == "auto" and AUTH_MODE not in os.environ)
-    ):
-        return
-    from ray._raylet import GcsClient  # what ray.init connects with
-    from ray.exceptions import AuthenticationError
-
-    try:
-        GcsClient(address=resolved)
-    except AuthenticationError:
-        raise UserError(token_refused(address)) from None
-    except Exception:  # anything else: ray.init reports it
-        return
-
-
 def token_refused(address: str) -> str:
     """The message for a cluster that refused this process's token, with the fix."""
     why = (
@@ -163,7 +118,8 @@ def token_refused(address: str) -> str:
 
 def connection_failure(address: str, error: BaseException) -> str:
     """ray.init's ConnectionError, with the reason Ray chained to it (its own message is only
-    "Failed to connect to Ray cluster at ...")."""
+    "Failed to connect to Ray cluster at ..."): a cluster that refused this process's token
+    (:func:`token_refused`), `auto` without a cluster, or the last line of the reason."""
     reasons = []
     cause = error.__cause__ or error.__context__
     while cause is not None:
@@ -172,6 +128,12 @@ def connection_failure(address: str, error: BaseException) -> str:
     text = "\n".join(reasons)
     if "InvalidAuthToken" in text or "AuthenticationError" in text:
         return token_refused(address)
+    if address == "auto" and resolve_address(address) is None:
+        return (
+            "--address auto: no running Ray cluster found (RAY_ADDRESS is not set and no cluster "
+            "was started on this machine). Start one with `ray start --head`, pass its address, "
+            "or leave out --address to start a local Ray."
+        )
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), None)
     return (
         f"--address {address}: {error}"
@@ -261,35 +223,3 @@ def amounts(resources: Mapping[str, float], kinds: Sequence[str]) -> str:
 def machine_cpus() -> int:
     """The CPUs of this machine: a local Ray started here has at most as many."""
     return os.cpu_count() or 1
-
-
-# --------------------------------------------------------------------------------------------
-# The run folder
-
-
-def check_resume(storage_path: str, run_name: str, run_dir: str) -> None:
-    """`--resume` needs a run that Tune saved: raises UserError listing the runs that exist."""
-    if "://" in storage_path:
-        return  # cloud storage: Tune itself reads it
-    if any(Path(run_dir).glob("experiment_state-*.json")):
-        return
-    runs = existing_runs(storage_path)
-    listed = (
-        f"Runs there: {', '.join(runs)}; pass one with --name, or leave out --resume to start a new run."
-        if runs
-        else "There are no runs there; leave out --resume to start a new run."
-    )
-    raise UserError(f"--resume: no run '{run_name}' in {storage_path}. {listed}")
-
-
-def existing_runs(storage_path: str) -> list[str]:
-    """Names of the folders under `storage_path` that hold a Tune run (newest state first)."""
-    root = Path(storage_path)
-    if not root.is_dir():
-        return []
-    runs = [d for d in root.iterdir() if d.is_dir() and any(d.glob("experiment_state-*.json"))]
-    return [d.name for d in sorted(runs, key=lambda d: -_mtime(d))]
-
-
-def _mtime(path: Path) -> float:
-    return max((p.stat().st_mtime for p in path.glob("experiment_state-*.json")), default=-math.inf)

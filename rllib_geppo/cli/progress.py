@@ -10,19 +10,17 @@ an estimate of the time left, and the results folder under the storage path.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import time
 from collections.abc import Mapping
+from contextlib import redirect_stdout
 from typing import Any
 
 from ray.tune import Callback, CLIReporter
 
-from rllib_geppo import private_ray
 from rllib_geppo.records.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
-
-#: Private Ray names this module reads (see :mod:`rllib_geppo.private_ray`).
-PRIVATE_RAY_NAMES = private_ray.TUNE_RUN
 
 #: Stop keys a budget can be read from, first match wins, with how the line names them.
 BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}
@@ -66,20 +64,16 @@ def progress_line(trials: list[Measured], elapsed_s: float, start_fraction: floa
     return line
 
 
-def fraction_done(trials: list[Measured]) -> float:
-    """The mean over trials of each one's progress toward its stop budget (0 without trials)."""
-    return _fractions(trials)[0] if trials else 0.0
-
-
 def _fractions(trials: list[Measured]) -> tuple[float, list[str]]:
-    """The mean progress of `trials` (not empty) and each one's leading budget key."""
+    """The mean over trials of each one's progress toward its stop budget (0 without trials),
+    and each one's leading budget key."""
     fractions, leading = [], []
     for values, budgets, finished in trials:
         shares = {key: min(values.get(key, 0.0) / budget, 1.0) for key, budget in budgets.items()}
         key = max(shares, key=shares.get)
         fractions.append(1.0 if finished else shares[key])
         leading.append(key)
-    return sum(fractions) / len(fractions), leading
+    return sum(fractions) / max(len(fractions), 1), leading
 
 
 def _duration(seconds: float) -> str:
@@ -91,7 +85,11 @@ def _duration(seconds: float) -> str:
 
 
 class BudgetReporter(CLIReporter):
-    """Tune's CLIReporter with a progress line and the real results folder in its header.
+    """Tune's CLIReporter with a progress line and the results folder in its header.
+
+    Tune's table names its staging folders in Ray's session directory (``Result logdir``, each
+    failed trial's error file); the files are kept under the storage path, which the table names
+    instead (shorter paths padded, so that the error table keeps its borders).
 
     Args:
         results_dir: where the run's trial folders are (``<storage-path>/<name>``).
@@ -109,16 +107,14 @@ class BudgetReporter(CLIReporter):
         self._start_fraction: float | None = None
 
     def report(self, trials: list, done: bool, *sys_info: str) -> None:
-        line = self._progress(trials)
-        text = self._progress_str(trials, done, *sys_info, *([line] if line else []))
-        # Tune shows its staging folder in Ray's session directory; the results are under the
-        # storage path. Shorter paths are padded so that the error table keeps its borders.
-        text = re.sub(r"^Result logdir: .*$", f"Results: {self._results_dir}", text, count=1, flags=re.M)
-        text = re.sub(r"^Result logdir: .*\n", "", text, flags=re.M)
+        lines = [line for line in (self._progress(trials), f"Results: {self._results_dir}") if line]
+        with redirect_stdout(io.StringIO()) as table:
+            super().report(trials, done, *sys_info, *lines)
+        text = re.sub(r"^Result logdir: .*\n", "", table.getvalue(), flags=re.M)
         for trial in trials:
             if trial.local_path and trial.path and trial.local_path in text:
                 text = text.replace(trial.local_path, trial.path.ljust(len(trial.local_path)))
-        self._print(text)
+        print(text, end="")
 
     def _progress(self, trials: list) -> str | None:
         measured = []
@@ -136,7 +132,7 @@ class BudgetReporter(CLIReporter):
             }
             measured.append((values, budgets, trial.status == "TERMINATED" and bool(result.get("done"))))
         if self._start_fraction is None:
-            self._start_fraction = fraction_done(measured)
+            self._start_fraction = _fractions(measured)[0]
         return progress_line(measured, time.time() - self._started, self._start_fraction)
 
 

@@ -1,10 +1,11 @@
 """A quiet console for ``rllib train file``: messages of Ray, RLlib, Tune and gymnasium that are
 known to be harmless are dropped, everything else passes (``-v/--verbose`` keeps them all).
 
-Worker processes' output reaches the console through the driver, which prints it to
-``sys.stdout``/``sys.stderr`` line by line; the driver's own Python logging goes to stream
-handlers. :func:`quiet_console` wraps both streams with a line filter and points the driver's
-stream handlers at them, and raises Ray's own loggers to WARNING. Real warnings and errors, a
+Worker processes' output, Python's and C++'s, reaches the console through the driver, which
+prints it to ``sys.stdout``/``sys.stderr`` line by line; the driver's own records go to the
+logging handlers of Ray, RLlib and others. So :func:`quiet_console` redirects both streams
+through a line filter for its block and gives every logging handler a filter of the same noise
+(and ``ray.init(logging_level=WARNING)`` keeps Ray's notices out). Real warnings and errors, a
 trial's traceback included, pass untouched: only lines holding one of :data:`KNOWN_NOISE` go.
 
 The checks before Ray starts silence RLlib too: :func:`quiet_rllib` its warnings at each
@@ -20,7 +21,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from typing import TextIO
 
 #: Text of messages known to be harmless in ``rllib train file`` runs, and why.
@@ -90,66 +91,30 @@ class _LineFilter(io.TextIOBase):
         return getattr(self.target, "encoding", "utf-8")
 
 
-class QuietConsole:
-    """Drops known-harmless lines from this process's console output between :meth:`start` and
-    :meth:`stop`; :meth:`refresh` also takes in logging handlers created since (``ray.init``
-    adds some)."""
-
-    def __init__(self) -> None:
-        self._originals: dict[str, TextIO] = {}
-        self._repointed: list[tuple[logging.StreamHandler, TextIO]] = []
-        self._ray_level = logging.NOTSET
-
-    def start(self) -> None:
-        self._originals = {"stdout": sys.stdout, "stderr": sys.stderr}
-        sys.stdout, sys.stderr = _LineFilter(sys.stdout), _LineFilter(sys.stderr)
-        self._ray_level = logging.getLogger("ray").level
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Point every logging stream handler that writes to the real stdout/stderr at the
-        filtered streams (a handler keeps the stream it was created with), and keep Ray's
-        notices ("Started a local Ray instance", Tune's file writes) out: ``ray.init`` resets
-        both."""
-        if not self._originals:
-            return
-        logging.getLogger("ray").setLevel(logging.WARNING)
-        filtered = {id(self._originals["stdout"]): sys.stdout, id(self._originals["stderr"]): sys.stderr}
-        loggers = [logging.getLogger()] + [
-            logger
-            for logger in logging.Logger.manager.loggerDict.values()
-            if isinstance(logger, logging.Logger)
-        ]
-        for logger in loggers:
-            for handler in logger.handlers:
-                stream = getattr(handler, "stream", None)
-                if isinstance(handler, logging.StreamHandler) and id(stream) in filtered:
-                    self._repointed.append((handler, handler.setStream(filtered[id(stream)])))
-
-    def stop(self) -> None:
-        if not self._originals:
-            return
-        sys.stdout.flush()
-        sys.stderr.flush()
-        sys.stdout, sys.stderr = self._originals["stdout"], self._originals["stderr"]
-        for handler, stream in reversed(self._repointed):
-            handler.setStream(stream)
-        logging.getLogger("ray").setLevel(self._ray_level)
-        self._originals, self._repointed = {}, []
+def _not_noise(record: logging.LogRecord) -> bool:
+    """A logging filter: whether a record holds none of :data:`KNOWN_NOISE`."""
+    return not is_noise(record.getMessage())
 
 
 @contextmanager
-def quiet_console(enabled: bool = True) -> Iterator[QuietConsole | None]:
-    """A :class:`QuietConsole` for the duration of the block (nothing if not ``enabled``)."""
+def quiet_console(enabled: bool = True) -> Iterator[None]:
+    """Drops known-harmless lines from this process's console output during the block (nothing
+    if not ``enabled``): what is printed, and what the logging handlers that exist write."""
     if not enabled:
-        yield None
+        yield
         return
-    console = QuietConsole()
-    console.start()
-    try:
-        yield console
-    finally:
-        console.stop()
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    handlers = {h for logger in loggers for h in getattr(logger, "handlers", ())}
+    for handler in handlers:
+        handler.addFilter(_not_noise)
+    with redirect_stdout(_LineFilter(sys.stdout)) as out, redirect_stderr(_LineFilter(sys.stderr)) as err:
+        try:
+            yield
+        finally:
+            out.flush()
+            err.flush()
+            for handler in handlers:
+                handler.removeFilter(_not_noise)
 
 
 @contextmanager

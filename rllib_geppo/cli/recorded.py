@@ -17,9 +17,13 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from functools import reduce
+from operator import getitem
 from pathlib import Path
 from typing import Any
+
+from ray.tune.search.variant_generator import assign_value, parse_spec_vars
 
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
@@ -131,8 +135,8 @@ def _same_config(params: Mapping[str, Any], config: Mapping[str, Any]) -> bool:
 def _spec_for(spec: ExperimentSpec, trials: Sequence[dict[str, Any]]) -> ExperimentSpec:
     """``spec`` with each grid search cut to the values of ``trials`` and ``num_samples`` to
     their repeats, when those give exactly ``trials``."""
-    grids = list(_grid_paths(spec.config))
-    combos = Counter(tuple(json.dumps(_get(t, p), sort_keys=True) for p in grids) for t in trials)
+    grids = [path for path, _ in parse_spec_vars(spec.config)[2]]  # Tune's grid searches, by path
+    combos = Counter(tuple(json.dumps(reduce(getitem, p, t), sort_keys=True) for p in grids) for t in trials)
     values = [list(dict.fromkeys(c[i] for c in combos)) for i in range(len(grids))]
     repeats = set(combos.values())
     if len(repeats) != 1 or len(combos) != math.prod(map(len, values)):
@@ -148,21 +152,6 @@ def _spec_for(spec: ExperimentSpec, trials: Sequence[dict[str, Any]]) -> Experim
         )
     cut = copy.deepcopy(spec)
     for path, kept in zip(grids, values):
-        _get(cut.config, path[:-1])[path[-1]] = {"grid_search": [json.loads(v) for v in kept]}
+        assign_value(cut.config, path, {"grid_search": [json.loads(v) for v in kept]})
     cut.num_samples = repeats.pop()
     return cut
-
-
-def _grid_paths(node: Any, prefix: tuple = ()) -> Iterator[tuple]:
-    """The paths (keys and list indices) of the grid searches in a config, as Tune finds them:
-    a mapping whose only key is ``grid_search``, in mappings and lists at any depth."""
-    if isinstance(node, Mapping) and list(node) == ["grid_search"]:
-        yield prefix
-        return
-    items = node.items() if isinstance(node, Mapping) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in items:
-        yield from _grid_paths(value, (*prefix, key))
-
-
-def _get(config: Any, path: Sequence[Any]) -> Any:
-    return config if not path else _get(config[path[0]], path[1:])

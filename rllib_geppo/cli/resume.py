@@ -1,13 +1,13 @@
-"""A run's folder on `--resume` and while the run writes into it.
-
-What `--resume` continues: the run as Tune saved it, read before Ray starts.
+"""A run's folder on `--resume`, and while a run writes into it.
 
 Tune resumes a run with the settings and stop criteria it started with, whatever the file or the
 command line say now. So `--resume` refuses options that would change them, naming each, instead
 of ignoring them in silence; shows the stop criteria the run really uses; and refuses a run
-whose saved state cannot be read (a full disk truncates it), where Tune would start over.
-
-The state is Tune's ``experiment_state-*.json``, read as JSON only: nothing is unpickled.
+whose saved state cannot be read (a full disk truncates it), where Tune would start over. Tune
+saves that state every 10 s or more: after a SIGKILL it may hold as running a trial that has
+finished since, which :class:`SavedRun` finds from the trial's own ``result.json`` and keeps
+finished. The state is read and written as JSON only, nothing unpickled, through
+:mod:`rllib_geppo.private_ray` (its layout is Tune's own).
 
 While a run writes into its folder, :func:`run_lock` holds a lock there, so a second run started
 with the same --storage-path and --name stops instead of writing into the same folder.
@@ -16,26 +16,22 @@ with the same --storage-path and --name stops instead of writing into the same f
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
-import re
 import socket
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from rllib_geppo import private_ray
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import named_by, parse_assignment
-from rllib_geppo.records.checkpoint_manifest import write_json_atomically
 from rllib_geppo.records.trial_record import experiment_of, last_row
 
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 #: The lock file a running run keeps in its folder.
 LOCK = ".rllib_geppo_run.lock"
@@ -53,36 +49,23 @@ class SavedTrial:
     folder: str
     trial_id: str = ""
 
-    def finished(self, since_saved: Collection[str]) -> bool:
-        """Whether the trial finished: so saved, or among the folders that finished since."""
-        return self.status == "TERMINATED" or self.folder in since_saved
-
-
-def newest_state(run_dir: Path) -> Path | None:
-    """The run's newest ``experiment_state-*.json`` (the name holds the time), or None."""
-    return max(run_dir.glob("experiment_state-*.json"), default=None)
-
 
 def saved_trials(run_dir: Path) -> list[SavedTrial]:
-    """The trials of the run in `run_dir` as its newest experiment state holds them.
-
-    Raises UserError if that state cannot be read: Tune would start the run over.
-    """
-    if (state := newest_state(run_dir)) is None:
+    """The trials of the run in `run_dir` as its newest saved state holds them (none without
+    one). Raises UserError if that state cannot be read: Tune would start the run over."""
+    if (state := private_ray.experiment_state(run_dir)) is None:
         return []
     try:
-        data = json.loads(state.read_text())
-        trials = [json.loads(entry[0]) for entry in data["trial_data"]]
         return [
             SavedTrial(
-                experiment=experiment_of(t["custom_trial_name"]) or t["custom_trial_name"],
-                config=dict(t["config"]),
-                stop=dict(t["stopping_criterion"] or {}),
-                status=t["status"],
-                folder=t["relative_logdir"],
-                trial_id=t.get("trial_id", ""),
+                experiment_of(t["name"]) or t["name"],
+                t["config"],
+                t["stop"],
+                t["status"],
+                t["folder"],
+                t["trial_id"],
             )
-            for t in trials
+            for t in private_ray.saved_trials(state)
         ]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(
@@ -93,91 +76,81 @@ def saved_trials(run_dir: Path) -> list[SavedTrial]:
         ) from None
 
 
-def finished_since_saved(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """Trials that finished after the run's state was last saved (it lags: after a SIGKILL it
-    may still hold them running): folder -> the last row of its ``result.json``, which is never
-    behind its checkpoints (:mod:`rllib_geppo.cli.result_files`) and has Tune's ``done``. Reads
-    only.
+@dataclass
+class SavedRun:
+    """The run that `--resume` continues, read before Ray starts (nothing written).
+
+    Attributes:
+        folder: the run's folder.
+        trials: its trials as Tune saved them, in the order the run created them.
+        finished: the folders of the trials that finished after the state was saved -> the last
+            row of each one's ``result.json``, which is never behind its checkpoints
+            (:mod:`rllib_geppo.cli.result_files`) and holds Tune's ``done``.
     """
-    return {
-        t.folder: last
-        for t in saved_trials(run_dir)  # raises UserError where the state cannot be read
-        if t.status not in ("TERMINATED", "ERROR")
-        and (last := last_row(run_dir / t.folder) or {}).get("done")
-    }
+
+    folder: Path
+    trials: list[SavedTrial]
+    finished: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, storage_path: str, run_name: str) -> SavedRun:
+        """The run `run_name` under the local `storage_path`.
+
+        Raises UserError if there is none (listing the runs there) or its state cannot be read.
+        """
+        folder = Path(storage_path, run_name)
+        if private_ray.experiment_state(folder) is None:
+            runs = existing_runs(Path(storage_path))
+            listed = (
+                f"Runs there: {', '.join(runs)}; pass one with --name, or leave out --resume to "
+                "start a new run."
+                if runs
+                else "There are no runs there; leave out --resume to start a new run."
+            )
+            raise UserError(f"--resume: no run '{run_name}' in {storage_path}. {listed}")
+        trials = private_ray.in_creation_order(saved_trials(folder), lambda t: t.trial_id)
+        finished = {
+            t.folder: last
+            for t in trials
+            if t.status not in ("TERMINATED", "ERROR")
+            and (last := last_row(folder / t.folder) or {}).get("done")
+        }
+        return cls(folder, trials, finished)
+
+    def is_finished(self, trial: SavedTrial) -> bool:
+        """Whether the trial finished: so saved, or since."""
+        return trial.status == "TERMINATED" or trial.folder in self.finished
+
+    def unfinished(self) -> list[Path]:
+        """The folders of the trials that `--resume` restores."""
+        return [self.folder / t.folder for t in self.trials if not self.is_finished(t)]
+
+    def continues(self) -> str:
+        """How many of the trials `--resume` continues, as one clause for the log."""
+        done = sum(map(self.is_finished, self.trials))
+        return f"{len(self.trials) - done} of its {len(self.trials)} trial(s) continue ({done} finished)"
+
+    def save(self) -> None:
+        """Writes into Tune's saved state what the resume needs: the trials that finished since it
+        was saved marked finished (each one's last row its last result), so that Tune leaves them
+        as they are instead of restoring them and training on; and the trials in the order the
+        run created them, so that those that never ran start in the file's order (its
+        experiments, then each one's samples) as in the first run, where Tune would start them
+        in the arbitrary order it saved them in."""
+        for folder, last in self.finished.items():
+            log.info(
+                "%s finished (iteration %s) after the run's state was saved; it stays finished.",
+                folder,
+                last.get("training_iteration"),
+            )
+        private_ray.save_trials(self.folder, self.finished)
 
 
-def mark_finished_trials(run_dir: Path) -> list[str]:
-    """Marks the trials of :func:`finished_since_saved` finished in the run's saved state, so
-    that ``--resume`` leaves them as they are instead of restoring them and training on; each
-    one's last row becomes its last result. Only JSON is read and written, nothing unpickled;
-    the state file is replaced atomically. Returns the finished trials' folders.
-    """
-    if not (finished := finished_since_saved(run_dir)):
-        return []
-    path = newest_state(run_dir)
-    state = json.loads(path.read_text())
-    for entry in state["trial_data"]:
-        trial, metadata = json.loads(entry[0]), json.loads(entry[1])
-        if (last := finished.get(trial["relative_logdir"])) is None:
-            continue
-        trial["status"] = "TERMINATED"
-        metadata["last_result"] = last
-        entry[0], entry[1] = json.dumps(trial, indent=2), json.dumps(metadata)
-        log.info(
-            "%s finished (iteration %s) after the run's state was saved; it stays finished.",
-            trial["custom_trial_name"],
-            last.get("training_iteration"),
-        )
-    write_json_atomically(path, state)
-    return list(finished)
-
-
-def what_continues(trials: Sequence[SavedTrial], finished: Collection[str]) -> str:
-    """How many of a saved run's trials ``--resume`` continues, as one clause for the log;
-    `finished` holds the folders of those that finished after the run's state was saved."""
-    done = sum(t.finished(finished) for t in trials)
-    return f"{len(trials) - done} of its {len(trials)} trial(s) continue ({done} finished)"
-
-
-def order_as_created(run_dir: Path) -> bool:
-    """Put the trials of the run's saved state in the order the run created them (the file's
-    experiments, then each one's samples), so that ``--resume`` starts the trials that never ran
-    in that order, as the first run would have: Tune saves them in an arbitrary order, restores
-    them in the saved one (after the trials that have results, newest first) and starts them in
-    it. So a study run in parts still finishes one experiment after another. Only JSON is read
-    and written, the state file replaced atomically. Returns whether the order changed (False
-    also where a trial ID lacks Tune's counter, left as it is).
-    """
-    if (path := newest_state(run_dir)) is None:
-        return False
-    state = json.loads(path.read_text())
-    if not isinstance(entries := state.get("trial_data"), list):
-        return False  # no list of trials to order: the state is left as it is
-    created = in_creation_order(entries, lambda entry: json.loads(entry[0])["trial_id"])
-    if created == entries:
-        return False
-    write_json_atomically(path, {**state, "trial_data": created})
-    return True
-
-
-def in_creation_order(items: Sequence[_T], trial_id: Callable[[_T], str]) -> list[_T]:
-    """`items` (saved trials or Tune's state entries) in the order the run created them, by the
-    counter of each one's `trial_id`; as given where an ID lacks it or cannot be read."""
-    try:
-        return sorted(items, key=lambda item: creation_index(trial_id(item)))
-    except (ValueError, KeyError, TypeError):
-        return list(items)
-
-
-def creation_index(trial_id: str) -> int:
-    """The counter Tune's variant generator ends each trial ID with ("3bab4_00012": 12).
-
-    Raises ValueError for an ID without one.
-    """
-    if not (counter := re.search(r"_(\d+)$", trial_id)):
-        raise ValueError(f"trial ID {trial_id!r} does not end with a counter")
-    return int(counter[1])
+def existing_runs(storage_path: Path) -> list[str]:
+    """Names of the folders under `storage_path` that hold a Tune run, newest state first."""
+    runs = [d for d in storage_path.iterdir() if d.is_dir()] if storage_path.is_dir() else []
+    states = {d.name: state for d in runs if (state := private_ray.experiment_state(d)) is not None}
+    return sorted(states, key=lambda name: -states[name].stat().st_mtime)
 
 
 def check_unchanged(
@@ -203,11 +176,9 @@ def check_unchanged(
             if any(not _matches(_lookup(saved(t), keys), value) for t in selected):
                 changed.append(f"{option} {text}")
     for name, count in (num_samples_by_experiment or {}).items():
-        if count != sum(t.experiment == name for t in trials):
-            changed.append(
-                f"--num-samples (experiment '{name}' holds "
-                f"{sum(t.experiment == name for t in trials)} trials)"
-            )
+        held = sum(t.experiment == name for t in trials)
+        if count != held:
+            changed.append(f"--num-samples (experiment '{name}' holds {held} trials)")
     if changed:
         raise UserError(
             "--resume continues the run with the settings and stop criteria it started with; "

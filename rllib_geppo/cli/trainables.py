@@ -27,24 +27,24 @@ def trainable(name: str, where: str) -> type | str:
 
 
 def algorithm_class(name: str, where: str) -> type:
-    """The Algorithm class registered under `name` (RLlib's built-ins, GePPO), or a UserError."""
+    """The Algorithm class registered under `name` (RLlib's built-ins, this package's), or a
+    UserError."""
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.algorithms.registry import ALGORITHMS
 
     from rllib_geppo import private_ray
+    from rllib_geppo.algorithm import GePPO, GeTRPO, GeVMPO
 
+    # Tune's registry forgets this package's algorithms between Ray sessions of one process.
+    own = {cls.__name__: cls for cls in (GePPO, GeTRPO, GeVMPO)}
     # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
     # builds a gymnasium env at import time (seconds, and warnings on stderr).
     if name in ALGORITHMS:
         cls = ALGORITHMS[name]()[0]
-    elif name == "GePPO":  # Tune's registry forgets it between Ray sessions of one process
-        from rllib_geppo.algorithm.geppo import GePPO
-
-        cls = GePPO
     else:
-        cls = private_ray.registered_trainable(name)
+        cls = own.get(name) or private_ray.registered_trainable(name)
     if cls is None:
-        known = sorted({*ALGORITHMS, "GePPO", SB3_PPO})
+        known = sorted({*ALGORITHMS, *own, SB3_PPO})
         raise UserError(
             f"{where}: unknown algorithm 'run: {name}'.{suggest(name, known)} "
             f"Registered algorithms include {', '.join(known)}."

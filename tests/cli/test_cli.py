@@ -529,7 +529,10 @@ def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
     ran in the saved order; the state is put in creation order first. Entries are Tune's own."""
     from ray.tune.experiment import Trial
 
-    from rllib_geppo.cli.resume import order_as_created
+    from rllib_geppo.private_ray import save_trials
+
+    def order_as_created(run_dir: Path) -> bool:
+        return save_trials(run_dir, finished={})
 
     def saved(*ids: str) -> list[list[str]]:
         return [list(Trial("__fake", trial_id=i, stub=True).get_json_state()) for i in ids]
