@@ -242,8 +242,10 @@ TUNE_RESUME = PrivateNames(
     "trial's newest intact checkpoint is registered with its checkpoint manager "
     "(run_metadata) as Tune registers one, and its next checkpoint numbered after every "
     "folder on disk (storage). Tune's public restore (Tuner.restore, ExperimentAnalysis) "
-    "unpickles the state and knows only the checkpoints it saved",
-    where="rllib_geppo/cli/resume.py, rllib_geppo/cli/checkpoints.py",
+    "unpickles the state and knows only the checkpoints it saved. The report reads the same "
+    "state for each trial's trainable and status: a trial folder of rllib train file is named "
+    "after its experiment, and nothing else names the algorithm",
+    where="rllib_geppo/cli/resume.py, rllib_geppo/cli/checkpoints.py, rllib_geppo/report/trials.py",
     without="--resume continues each trial from the checkpoint Tune's saved state names (a "
     "trial may repeat iterations, or train on after it finished), in the order Tune saved "
     "them; a saved state of another layout is refused, naming the file",
@@ -358,14 +360,13 @@ def experiment_state(run_dir: Path) -> Path | None:
 
 def saved_trials(state: Path) -> list[dict[str, Any]]:
     """The trials of Tune's saved state ``state``, read as JSON only (nothing unpickled), each as
-    ``name`` (the trial's), ``trial_id``, ``config``, ``stop``, ``status`` and ``folder`` (its
-    folder in the run's).
+    ``name`` (the trial's), ``trial_id``, ``config``, ``stop``, ``status``, ``folder`` (its
+    folder in the run's) and ``trainable`` (the name Tune runs it by).
 
     Raises:
         OSError, ValueError, KeyError, TypeError, AttributeError: ``state`` is not as Tune
             writes it (a full disk cuts it short).
     """
-    trials = [json.loads(entry[0]) for entry in json.loads(state.read_text())["trial_data"]]
     return [
         dict(
             name=t["custom_trial_name"],
@@ -374,9 +375,20 @@ def saved_trials(state: Path) -> list[dict[str, Any]]:
             stop=dict(t["stopping_criterion"] or {}),
             status=t["status"],
             folder=t["relative_logdir"],
+            trainable=t.get("trainable_name"),
         )
-        for t in trials
+        for t in trial_records(state)
     ]
+
+
+def trial_records(state: Path) -> list[dict[str, Any]]:
+    """The trials of Tune's saved state ``state`` as Tune wrote them (``Trial.get_json_state``'s
+    JSON: ``relative_logdir``, ``trainable_name``, ``status``, ...), read as JSON only.
+
+    Raises:
+        OSError, ValueError, KeyError, TypeError: ``state`` is not as Tune writes it.
+    """
+    return [json.loads(entry[0]) for entry in json.loads(state.read_text())["trial_data"]]
 
 
 def save_trials(run_dir: Path, finished: Mapping[str, Mapping[str, Any]]) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from rllib_geppo import private_ray
 from rllib_geppo.core.networks import mlp_config
 from rllib_geppo.records.result_keys import (
     EVALUATION_PREFIX,
@@ -102,15 +103,13 @@ def tune_trial_records(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
     the newest ``experiment_state-*.json``: Tune's own file format, the one place the report reads
     it, and the only place that names the trainable of a trial of ``rllib train file`` (whose
     folder is named after its experiment). Empty when absent or unreadable (copied folders)."""
-    files = sorted(experiment_dir.glob("experiment_state-*.json"))
-    if not files:
+    state = private_ray.experiment_state(experiment_dir)
+    if state is None:
         return {}
     try:
-        # Each trial_data entry is [trial record JSON, run metadata JSON].
-        records = [json.loads(entry[0]) for entry in json.loads(files[-1].read_text())["trial_data"]]
-        return {r["relative_logdir"]: r for r in records}
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
-        logger.warning("%s: unreadable experiment state (%s); using folder names", files[-1], err)
+        return {trial["relative_logdir"]: trial for trial in private_ray.trial_records(state)}
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+        logger.warning("%s: unreadable experiment state (%s); using folder names", state, err)
         return {}
 
 
