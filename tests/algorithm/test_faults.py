@@ -470,7 +470,10 @@ def test_a_failed_env_runner_reports_its_error_at_once_not_a_timeout():
 
 
 def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
-    from rllib_geppo.cli.outcomes import error_message
+    from rllib_geppo.cli.outcomes import error_text, exception_line
+
+    def error_message(path):
+        return exception_line(error_text(path) or "")
 
     frames = '  File "geppo.py", line 9, in train\n    raise Error(\n    ^^^^^\n'
     (tmp_path / "error.txt").write_text(
@@ -485,7 +488,8 @@ def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
         + "x" * 400
         + "\nits second line\n"
     )
-    assert error_message(tmp_path / "missing.txt", tmp_path / "error.txt") == "KeyError: " + "x" * 400
+    assert error_text(tmp_path / "missing.txt") is None
+    assert error_message(tmp_path / "error.txt") == "KeyError: " + "x" * 400
     (tmp_path / "died.txt").write_text(
         "Failure # 1 (occurred at 2026)\nThe actor died unexpectedly.\n\tpid: 3\n"
     )

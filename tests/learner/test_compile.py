@@ -46,6 +46,7 @@ def learners():
     with its step still compiled ran on one graph."""
     compiled, eager = build_learner(True), build_learner(False)
     assert not eager.gradient_step(DEFAULT_MODULE_ID).compiled
+    torch._dynamo.reset()  # steps compiled by earlier tests of this process share its caches
     with torch._dynamo.config.patch(error_on_recompile=True):
         yield compiled, eager
 
