@@ -1,17 +1,10 @@
-"""`rllib train file <yaml>`: run RLlib tuned-example YAML files through Ray Tune.
-
-Ray 2.60 ships no `rllib` command, so this package provides one that reads RLlib's old
-tuned-example format: a mapping of experiment name to `run`, `env`, `stop`, `config` and optional
-`num_samples`, `checkpoint_config` and `max_failures`. Every experiment in a file runs in one
-Tune run.
+"""`rllib train file <yaml>`: the command line: its arguments, the checks in order, the dry run
+and the command that resumes a run.
 
 Input is validated before anything starts: bad input exits with code 2 and one message naming
-the file, the key and the fix (a `UserError`); a failed trial exits with code 1, a run stopped
-by Ctrl+C or SIGTERM with 130 or 143 (:mod:`rllib_geppo.cli.interrupt`).
-
-This module is the command line: its arguments, the checks in order, and the resume command. The
-Tune run is :mod:`rllib_geppo.cli.tune_run`; the summary and the exit status come from
-:mod:`rllib_geppo.cli.outcomes`.
+the file, the key and the fix (a :class:`UserError`). The Tune run is
+:mod:`rllib_geppo.cli.tune_run`; the summary and the exit status (1 for a failed trial, 130 or 143
+for a run stopped by Ctrl+C or SIGTERM) come from :mod:`rllib_geppo.cli.outcomes`.
 """
 
 from __future__ import annotations
@@ -28,7 +21,6 @@ from pathlib import Path
 
 import yaml
 
-from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints, newest_checkpoints
 from rllib_geppo.cli.env_modules import prepare_env_modules
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import (
@@ -41,13 +33,21 @@ from rllib_geppo.cli.experiment_file import (
 )
 from rllib_geppo.cli.interrupt import GracefulStop
 from rllib_geppo.cli.outcomes import LostNodes, exit_status, trial_summary
-from rllib_geppo.cli.preflight import check_cluster_resources, check_reachable, check_resources, machine_cpus
 from rllib_geppo.cli.progress import BestReturns
 from rllib_geppo.cli.quiet import quiet_console
 from rllib_geppo.cli.recorded import recorded_trials, without_recorded
-from rllib_geppo.cli.resume import SavedRun, check_run_lock, check_unchanged, run_lock, saved_stops
-from rllib_geppo.cli.stranded import StrandedTrials
-from rllib_geppo.cli.tune_run import ray_session, run_experiments, run_path
+from rllib_geppo.cli.resume import (
+    ResumeFromCheckpoints,
+    SavedRun,
+    check_run_checkpoints,
+    check_run_lock,
+    check_unchanged,
+    newest_checkpoints,
+    run_lock,
+    saved_stops,
+)
+from rllib_geppo.cli.stranded import StrandedTrials, check_resources
+from rllib_geppo.cli.tune_run import check_reachable, ray_session, run_experiments, run_path
 from rllib_geppo.cli.validation import validate_experiment
 
 log = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ def train_file(args: argparse.Namespace) -> int:
     if args.address:
         check_reachable(args.address)
     else:  # a local Ray has this machine's CPUs at most; once Ray runs, every resource is checked
-        check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
+        check_resources(specs, trials, "this machine", {"CPU": os.cpu_count() or 1}, kinds=["CPU"])
     if saved is not None:
         saved.save()
         resume_from |= newest_checkpoints(saved.folder / folder for folder in saved.finished)
@@ -242,7 +242,7 @@ def train_file(args: argparse.Namespace) -> int:
         quiet_console(not args.verbose),
         ray_session(args.address, not args.verbose, env_modules.runtime_env()),
     ):
-        check_cluster_resources(specs, trials, args.address)
+        check_resources(specs, trials, f"the cluster at {args.address}" if args.address else "this machine")
         best_returns, lost_nodes, stop = BestReturns(), LostNodes(), GracefulStop()
         callbacks = [
             best_returns,

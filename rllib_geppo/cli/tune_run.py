@@ -1,10 +1,12 @@
-"""The Tune run of ``rllib train file``: every experiment of a file in one
-``tune.run_experiments`` call, in a Ray session that joins a cluster or starts a local Ray.
+"""The Ray session and the Tune run of ``rllib train file``: the cluster's address checked before
+Ray starts, and every experiment of a file in one ``tune.run_experiments`` call.
 
-All experiments share one run folder (``storage_path/run_name``); the run writes each trial's
-results there (:mod:`rllib_geppo.cli.result_files`, and Tune's TensorBoard logger), shows the
-progress table (:mod:`rllib_geppo.cli.progress`) and takes the callbacks for resumes, stops and
-stranded trials.
+``ray.init`` retries an unreachable cluster for minutes, and names no cause when the cluster
+refuses this process's token: :func:`check_reachable` and :func:`connection_failure` turn both
+into a :class:`UserError` with the fix. All experiments share one run folder
+(``storage_path/run_name``); the run writes each trial's results there
+(:mod:`rllib_geppo.cli.result_files`, and Tune's TensorBoard logger), shows the progress table
+(:mod:`rllib_geppo.cli.progress`) and takes the callbacks for resumes, stops and stranded trials.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from unittest import mock
+from urllib.parse import urlsplit
 
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import ExperimentSpec
-from rllib_geppo.cli.preflight import connection_failure
 from rllib_geppo.cli.progress import BudgetReporter
 from rllib_geppo.cli.result_files import ResultFiles
 from rllib_geppo.cli.trainables import trainable, tune_config
@@ -26,7 +30,13 @@ from rllib_geppo.records.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
 
 log = logging.getLogger(__name__)
 
-
+# A probe of the cluster's port that gets no answer within this many seconds fails.
+CONNECT_TIMEOUT_S = 5.0
+# Ray's default ports: the GCS of `ray start --head`, and the Ray Client server (ray://).
+GCS_PORT = 6379
+CLIENT_PORT = 10001
+# Ray's switch for token authentication ("token" or "disabled").
+AUTH_MODE = "RAY_AUTH_MODE"
 PROGRESS_COLUMNS = {
     "training_iteration": "iter",
     STEPS_KEY: "env steps",
@@ -35,102 +45,71 @@ PROGRESS_COLUMNS = {
 }
 
 
-def tune_experiments(specs: Sequence[ExperimentSpec], run_name: str, storage_path: str) -> list:
-    """One tune.Experiment per spec, all sharing the directory `storage_path/run_name`.
-
-    Tune uploads the files the driver writes (TensorBoard's, the error files; under cloud
-    storage the results too) from the staging directory of the *first* experiment only:
-    experiments with their own names would keep only their checkpoints. So all share one name,
-    and trial names carry the experiment's. The staging path embeds the second each Experiment
-    was created in; in the rare case that creating them spans a second boundary, build them
-    again. Needs Ray to be initialised.
-    """
-    for _ in range(3):
-        experiments = [_tune_experiment(s, run_name, storage_path) for s in specs]
-        if len({e.local_path for e in experiments}) == 1:
-            return experiments
-    raise RuntimeError("could not give the experiments one Tune staging directory")
+def resolve_address(address: str) -> str | None:
+    """`--address` as Ray reads it, where that is known before ``ray.init``: `auto` is the
+    address in ``RAY_ADDRESS`` (without it, ``ray.init`` finds the cluster that `ray start`
+    started on this machine, or says that none runs). None: `local`, or such an `auto`."""
+    if address == "auto":
+        return os.environ.get("RAY_ADDRESS") or None
+    return None if address == "local" else address
 
 
-def _tune_experiment(spec: ExperimentSpec, run_name: str, storage_path: str) -> Any:
-    from ray import tune
-
-    # The class, not its name: Tune would otherwise import every RLlib algorithm to find it.
-    run = trainable(spec.run, spec.name)
-    algorithm = isinstance(run, type)  # function trainables (SB3PPO) save no checkpoints
-    return tune.Experiment(
-        name=run_name,
-        run=run,
-        stop=spec.stop,
-        config=tune_config(run, spec.config),
-        num_samples=spec.num_samples,
-        max_failures=spec.max_failures,
-        storage_path=storage_path,
-        checkpoint_config=tune.CheckpointConfig(**{"checkpoint_at_end": algorithm, **spec.checkpoint_config}),
-        trial_name_creator=functools.partial(_trial_name, spec.name),
-    )
-
-
-def _trial_name(experiment: str, trial: Any) -> str:
-    return f"{experiment}_{trial.trial_id}"
-
-
-def run_experiments(
-    specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool, callbacks: Sequence[Any]
-) -> list:
-    """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
-
-    One `tune.run_experiments` call, not one Tuner per experiment: a Tuner takes a single
-    trainable and param space, while run_experiments schedules the trials of every experiment
-    (each with its own algorithm, stop criteria and checkpointing) in one TuneController that
-    shares the cluster, shows one progress table and resumes as a whole. The ``callbacks`` go
-    after the loggers: a stop asks for a checkpoint once they have written the result.
-    """
-    from ray import tune
-    from ray.tune.logger import TBXLoggerCallback
-
-    local = "://" not in storage_path
-    loggers = [ResultFiles(), TBXLoggerCallback()] if local else []  # else Tune's own
-    # Tune's new output engine cannot be told which metrics to show when given several
-    # experiments; the classic reporter can. Users can still opt in with RAY_AIR_NEW_OUTPUT=1.
-    environment = {"RAY_AIR_NEW_OUTPUT": os.environ.get("RAY_AIR_NEW_OUTPUT", "0")}
-    with _environ(**environment, TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=str(int(local))):
-        return tune.run_experiments(
-            tune_experiments(specs, run_name, storage_path),
-            # A table every 30 s keeps the logs of hour-long runs readable.
-            progress_reporter=BudgetReporter(
-                results_dir=run_path(storage_path, run_name),
-                stops={s.name: s.stop for s in specs},
-                metric_columns=PROGRESS_COLUMNS,
-                max_report_frequency=30,
-            ),
-            verbose=1,
-            # AUTO resumes if the run directory holds state, else starts fresh; ERRORED also
-            # restarts failed trials (e.g. on a lost node) from their last checkpoint.
-            resume="AUTO+ERRORED" if resume else False,
-            raise_on_failed_trial=False,
-            callbacks=[*loggers, *callbacks],
-        )
-
-
-@contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    """Environment variables set for the block, as they were after it."""
-    before = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Raises UserError unless something accepts a TCP connection at the cluster's address
+    (`host:port`, `ray://host:port` or `[::1]:port`, with Ray's default ports)."""
+    if (resolved := resolve_address(address)) is None:
+        return
+    parts = urlsplit("//" + resolved.removeprefix("ray://"))
     try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key)
-            else:
-                os.environ[key] = value
+        port = parts.port or (CLIENT_PORT if resolved.startswith("ray://") else GCS_PORT)
+    except ValueError:
+        raise UserError(f"--address {address}: the port is not a number 0-65535.") from None
+    if not (host := parts.hostname):
+        raise UserError(f"--address {address}: expected host:port, e.g. 10.0.0.5:{GCS_PORT}.")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        reason = f"no answer within {timeout_s:g}s" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        shown = address if resolved == address else f"{address} ({resolved})"
+        raise UserError(
+            f"--address {shown}: nothing answers at {host}:{port} ({reason.lower()}). Check the "
+            "address and that the cluster is up (`ray status` on its head node), or leave out "
+            "--address to start a local Ray."
+        ) from None
 
 
-def run_path(storage_path: str, run_name: str) -> str:
-    """The run's folder: `run_name` under the storage path (a local path or a URI)."""
-    return f"{storage_path.rstrip('/')}/{run_name}"
+def connection_failure(address: str, error: BaseException) -> str:
+    """ray.init's ConnectionError, with the reason Ray chained to it (its own message is only
+    "Failed to connect to Ray cluster at ..."): a cluster that refused this process's token (with
+    what to set), `auto` without a cluster, or the last line of the reason."""
+    reasons = []
+    cause = error.__cause__ or error.__context__
+    while cause is not None:
+        reasons.append(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    text = "\n".join(reasons)
+    if "InvalidAuthToken" in text or "AuthenticationError" in text:
+        why = (
+            "its token is not the cluster's"
+            if os.environ.get(AUTH_MODE, "").lower() == "token"
+            else f"{AUTH_MODE} is not 'token' here, so it sent none"
+        )
+        return (
+            f"--address {address}: the cluster uses Ray's token authentication and refused this "
+            f"process: {why}. Set {AUTH_MODE}=token and the cluster's token (RAY_AUTH_TOKEN=<token>, "
+            "or the file ~/.ray/auth_token) where you run this command, as on the cluster's nodes."
+        )
+    if address == "auto" and resolve_address(address) is None:
+        return (
+            "--address auto: no running Ray cluster found (RAY_ADDRESS is not set and no cluster "
+            "was started on this machine). Start one with `ray start --head`, pass its address, "
+            "or leave out --address to start a local Ray."
+        )
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), None)
+    return (
+        f"--address {address}: {error}{f' ({last})' if last else ''}. Check that the cluster is up "
+        "(`ray status` on its head node)."
+    )
 
 
 @contextmanager
@@ -158,3 +137,90 @@ def ray_session(
         yield
     finally:
         ray.shutdown()
+
+
+def tune_experiments(specs: Sequence[ExperimentSpec], run_name: str, storage_path: str) -> list:
+    """One tune.Experiment per spec, all sharing the directory `storage_path/run_name`.
+
+    Tune uploads the files the driver writes (TensorBoard's, the error files; under cloud
+    storage the results too) from the staging directory of the *first* experiment only:
+    experiments with their own names would keep only their checkpoints. So all share one name,
+    and trial names carry the experiment's. The staging path embeds the second each Experiment
+    was created in; in the rare case that creating them spans a second boundary, build them
+    again. Needs Ray to be initialised.
+    """
+    from ray import tune
+
+    for _ in range(3):
+        experiments = []
+        for spec in specs:
+            # The class, not its name: Tune would otherwise import every RLlib algorithm to find it.
+            run = trainable(spec.run, spec.name)
+            checkpoints = {"checkpoint_at_end": isinstance(run, type), **spec.checkpoint_config}
+            experiments.append(
+                tune.Experiment(
+                    name=run_name,
+                    run=run,
+                    stop=spec.stop,
+                    config=tune_config(run, spec.config),
+                    num_samples=spec.num_samples,
+                    max_failures=spec.max_failures,
+                    storage_path=storage_path,
+                    # Function trainables (SB3PPO) save no checkpoints.
+                    checkpoint_config=tune.CheckpointConfig(**checkpoints),
+                    trial_name_creator=functools.partial(_trial_name, spec.name),
+                )
+            )
+        if len({e.local_path for e in experiments}) == 1:
+            return experiments
+    raise RuntimeError("could not give the experiments one Tune staging directory")
+
+
+def _trial_name(experiment: str, trial: Any) -> str:
+    return f"{experiment}_{trial.trial_id}"
+
+
+def run_experiments(
+    specs: Sequence[ExperimentSpec], run_name: str, storage_path: str, resume: bool, callbacks: Sequence[Any]
+) -> list:
+    """Runs all experiments as one Tune run (Ray must be initialised) and returns its trials.
+
+    One `tune.run_experiments` call, not one Tuner per experiment: a Tuner takes a single
+    trainable and param space, while run_experiments schedules the trials of every experiment
+    (each with its own algorithm, stop criteria and checkpointing) in one TuneController that
+    shares the cluster, shows one progress table and resumes as a whole. The ``callbacks`` go
+    after the loggers: a stop asks for a checkpoint once they have written the result.
+    """
+    from ray import tune
+    from ray.tune.logger import TBXLoggerCallback
+
+    local = "://" not in storage_path
+    loggers = [ResultFiles(), TBXLoggerCallback()] if local else []  # else Tune's own
+    # Tune's new output engine cannot be told which metrics to show when given several
+    # experiments; the classic reporter can. Users can still opt in with RAY_AIR_NEW_OUTPUT=1.
+    environment = {
+        "RAY_AIR_NEW_OUTPUT": os.environ.get("RAY_AIR_NEW_OUTPUT", "0"),
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": str(int(local)),
+    }
+    with mock.patch.dict(os.environ, environment):
+        return tune.run_experiments(
+            tune_experiments(specs, run_name, storage_path),
+            # A table every 30 s keeps the logs of hour-long runs readable.
+            progress_reporter=BudgetReporter(
+                results_dir=run_path(storage_path, run_name),
+                stops={s.name: s.stop for s in specs},
+                metric_columns=PROGRESS_COLUMNS,
+                max_report_frequency=30,
+            ),
+            verbose=1,
+            # AUTO resumes if the run directory holds state, else starts fresh; ERRORED also
+            # restarts failed trials (e.g. on a lost node) from their last checkpoint.
+            resume="AUTO+ERRORED" if resume else False,
+            raise_on_failed_trial=False,
+            callbacks=[*loggers, *callbacks],
+        )
+
+
+def run_path(storage_path: str, run_name: str) -> str:
+    """The run's folder: `run_name` under the storage path (a local path or a URI)."""
+    return f"{storage_path.rstrip('/')}/{run_name}"

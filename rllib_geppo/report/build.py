@@ -7,7 +7,8 @@ per environment and variant, with where each mean curve reaches the baseline's f
 ``--target``) and the return at equal training time. Then the TV of the last updates against its
 target and the return's late change (``stability.csv``); across environments, each variant's mean
 gain over each other (``mean_gains.csv``); with ``--paper``, the paper's Table 1 beside our rows
-(:mod:`rllib_geppo.report.paper`).
+(:mod:`rllib_geppo.report.paper`). Reports' ``table.csv`` files are read back and joined by
+:func:`joined_rows`, for mean gains across studies that ran apart.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pandas as pd
 from rllib_geppo.records.result_keys import RETURN_KEY
 from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import stats
-from rllib_geppo.report.grouping import Flag, group_trials, split_by_budget, variant_key
+from rllib_geppo.report.grouping import Flag, group_trials, pool_owners, split_by_budget, variant_key
 from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
@@ -307,3 +308,52 @@ def _paper_rows(rows: pd.DataFrame) -> pd.DataFrame:
             f"{report_paper.PAPER_BUDGET:,}",
         )
     return papers
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """The rows of a report's ``table.csv`` (:data:`ROW_COLUMNS`; empty cells: NaN). Raises
+    ReportError for a file that is missing or not a report's table."""
+    try:
+        # Text first, then numpy's conversion, which reads every float exactly as it was written
+        # (the parser of pandas 2 can be a last digit off).
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except OSError as err:
+        raise ReportError(f"{path}: cannot be read ({err.strerror})") from None
+    except ValueError as err:  # pandas' parser errors included
+        raise ReportError(f"{path}: not a report's table.csv ({err})") from None
+    missing = [c for c in ROW_COLUMNS if c not in table and c not in OPTIONAL_COLUMNS]
+    if table.empty or missing:
+        what = f"no column {', '.join(missing)}" if missing else "no rows"
+        raise ReportError(
+            f"{path}: not a report's table.csv ({what}); for a trial's results, pass its folder"
+        )
+    try:
+        return table.reindex(columns=list(ROW_COLUMNS)).astype(ROW_COLUMNS)
+    except ValueError as err:
+        raise ReportError(f"{path}: not a report's table.csv ({err})") from None
+
+
+def joined_rows(tables: Sequence[Path], pools: Sequence[tuple[str, Sequence[str]]]) -> pd.DataFrame:
+    """The rows of the ``tables``, each pool's members relabelled as the pool (:func:`pool_owners`).
+    Raises ReportError for a member no row has, a variant in two pools, two rows of one variant in
+    one environment (rows are means over seeds: pooling seeds needs the trials), or rows of one
+    environment read at different budgets."""
+    rows = pd.concat([read_table(path).assign(path=path) for path in tables], ignore_index=True)
+    rows["label"] = rows.variant
+    rows["variant"] = rows.variant.replace(pool_owners(rows.variant, pools, kind="row"))
+    if (again := rows[rows.duplicated(["env", "variant"])]).size:
+        row = again.iloc[0]
+        first = rows[(rows.env == row.env) & (rows.variant == row.variant)].iloc[0]
+        raise ReportError(
+            f"two rows of {row.variant!r} in {row.env}: {first.label!r} in {first.path} and "
+            f"{row.label!r} in {row.path}; join one row per variant and environment (pooling "
+            "seeds needs the trials' folders)"
+        )
+    first = rows.groupby("env").transform("first")
+    if (off := rows[rows.budget != first.budget]).size:
+        row, other = off.iloc[0], first.loc[off.index[0]]
+        raise ReportError(
+            f"{row.env}: rows at {other.budget:,.0f} env steps ({other.path}) and at "
+            f"{row.budget:,.0f} ({row.path}); their average returns are over different spans of training"
+        )
+    return rows.drop(columns=["path", "label"])

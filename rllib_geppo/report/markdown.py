@@ -2,15 +2,17 @@
 
 Table 1 per environment and variant (with ``--paper``, the paper's Table 1 beside ours first),
 the steps and time to ``--target`` returns, the update sizes and late changes, the mean gains
-across environments, and the trials left out. Each table is a DataFrame of its cells' text,
-written by pandas (:func:`markdown_table`); :func:`format_return` is how every table writes a
-return and its standard error.
+across environments, and the trials left out; or, for reports' tables joined, their rows and
+mean gains (:func:`render_tables`). Each table is a DataFrame of its cells' text, written by
+pandas (:func:`markdown_table`); :func:`format_return` is how every table writes a return and its
+standard error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import pandas as pd
 from tabulate import DataRow, TableFormat
@@ -270,3 +272,26 @@ def mean_gain_lines(gains: pd.DataFrame, variants: Iterable[str]) -> list[str]:
         "",
         *markdown_table(cells.add_prefix("vs ").rename_axis("variant").reset_index()),
     ]
+
+
+def render_tables(rows: pd.DataFrame, gains: pd.DataFrame, sources: Sequence[Path]) -> str:
+    """``table.md`` of tables joined: the rows used, then their mean gains across environments."""
+    cells = pd.DataFrame(
+        {
+            "env": rows.env,
+            "budget (M steps)": (rows.budget / 1e6).map("{:.3g}".format),
+            "variant": rows.variant,
+            "seeds": rows.seeds.astype(str),
+            "avg return": _returns(rows.avg, rows.avg_se),
+            "final return": _returns(rows.final, rows.final_se),
+        }
+    )
+    lines = [
+        "# Results report: tables joined",
+        "",
+        "Rows read from " + ", ".join(f"`{p}`" for p in sources) + "; ± is the standard error over seeds.",
+        "",
+        *markdown_table(cells),
+        *mean_gain_lines(gains, rows.variant),
+    ]
+    return "\n".join(lines) + "\n"

@@ -19,9 +19,9 @@ import pytest
 import ray
 import yaml
 
-from rllib_geppo.cli.checkpoints import complete_checkpoints
 from rllib_geppo.cli.main import main
 from rllib_geppo.cli.outcomes import lost_actors
+from rllib_geppo.cli.resume import complete_checkpoints
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 from rllib_geppo.records.checkpoint_manifest import write_manifest
 
