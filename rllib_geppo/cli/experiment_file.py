@@ -36,10 +36,6 @@ RETIRED_EXPERIMENT_KEYS = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Reading the file
-
-
 class _Loader(yaml.SafeLoader):
     """YAML 1.1 reads `3e-4` as a string; accept YAML 1.2 floats so YAML files read naturally."""
 
@@ -173,10 +169,6 @@ def _check_num_samples(value: Any, where: str) -> None:
         raise UserError(f"{where}: expected a positive integer, got {describe(value)}.")
 
 
-# --------------------------------------------------------------------------------------------
-# Command-line overrides
-
-
 def parse_assignment(text: str, option: str) -> tuple[list[str], Any]:
     """`a.b=VALUE` -> (["a", "b"], VALUE parsed as YAML)."""
     key, sep, value = text.partition("=")
@@ -228,10 +220,6 @@ def select_experiments(
                 f"{path}: no experiment '{name}'.{suggest(name, known)} Experiments: {', '.join(known)}."
             )
     return [s for s in specs if named_by(s.name, names)]
-
-
-# --------------------------------------------------------------------------------------------
-# Trials
 
 
 def resolve_trials(spec: ExperimentSpec) -> list[dict[str, Any]]:

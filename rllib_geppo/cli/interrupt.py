@@ -6,8 +6,8 @@ of SIGTERM dumps stacks and exits with no summary. :class:`GracefulStop` handles
 at the first signal it asks every running trial for a checkpoint at its next result (Tune's
 ``should_checkpoint``), and once each has saved one (or ended), it ends Tune's run with SIGUSR1,
 Tune's graceful stop: the run's state is saved, the summary printed, and ``rllib train file``
-exits with :func:`stop_exit_code` (130 for SIGINT, 143 for SIGTERM) after printing the command
-that resumes the run. A second signal ends the run at once, losing the iterations in progress.
+exits with 130 (SIGINT) or 143 (SIGTERM) after printing the command that resumes the run. A
+second signal ends the run at once, losing the iterations in progress.
 """
 
 from __future__ import annotations
@@ -21,22 +21,16 @@ from ray.tune.result import SHOULD_CHECKPOINT
 
 log = logging.getLogger(__name__)
 
-#: The signals handled, as a shell reports a process they ended.
+#: The signals handled.
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def stop_exit_code(signum: int) -> int:
-    """The exit status of a run stopped by ``signum``: 128 + its number, as shells report."""
-    return 128 + signum
 
 
 class GracefulStop(Callback):
     """Handles SIGINT and SIGTERM while Tune runs (see the module docstring).
 
     Its handlers are installed when Tune sets up its callbacks (after Tune installs its own
-    handlers for SIGINT and SIGUSR1) and stay until :meth:`restore`.
-    Pass it last among the callbacks: it marks a result for a checkpoint after the loggers have
-    written it.
+    handlers for SIGINT and SIGUSR1) and stay until :meth:`restore`. Pass it last among the
+    callbacks: it marks a result for a checkpoint after the loggers have written it.
     """
 
     def __init__(self) -> None:
@@ -70,11 +64,13 @@ class GracefulStop(Callback):
         )
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        if not self._asked:
-            return
-        self._asked = False
-        self._waiting = {t for t in trials if t.status == "RUNNING" and _saves(t)}
-        self._end_if_saved()
+        if self._asked:
+            self._asked = False
+            # A function trainable (SB3PPO) saves no checkpoint: it is not waited for.
+            self._waiting = {
+                t for t in trials if t.status == "RUNNING" and (t.checkpoint_at_end or t.checkpoint_freq)
+            }
+            self._done(None)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         if trial in self._waiting:
@@ -90,21 +86,14 @@ class GracefulStop(Callback):
         self._done(trial)
 
     def _done(self, trial: Any) -> None:
-        if trial in self._waiting:
+        """``trial`` saved or ended (None: none); ends the run once no trial is waited for."""
+        if trial is None or trial in self._waiting:
             self._waiting.discard(trial)
-            self._end_if_saved()
-
-    def _end_if_saved(self) -> None:
-        if not self._waiting:
-            self._end()
+            if not self._waiting:
+                self._end()
 
     def _end(self) -> None:
         """Ends Tune's run gracefully, once (the run's state is saved)."""
         if not self._ended:
             self._ended = True
             signal.raise_signal(signal.SIGUSR1)
-
-
-def _saves(trial: Any) -> bool:
-    """Whether the trial saves checkpoints (an RLlib algorithm; not a function trainable)."""
-    return bool(trial.checkpoint_at_end or trial.checkpoint_freq)

@@ -64,23 +64,23 @@ def _prog() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=_prog(),
-        description="Train GePPO and RLlib's built-in algorithms from tuned-example YAML files.",
+        prog=_prog(), description="Train GePPO and RLlib's built-in algorithms from tuned-example YAML files."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{train,report}")
     train = commands.add_parser("train", help="train from a YAML file: train file <path>")
-    train_commands = train.add_subparsers(dest="train_command", required=True, metavar="{file}")
-    file = train_commands.add_parser(
+    file = train.add_subparsers(dest="train_command", required=True, metavar="{file}").add_parser(
         "file",
         help="run every experiment of a tuned-example YAML file as one Tune run",
         description="Run every experiment of a tuned-example YAML file as one Ray Tune run.",
     )
+    repeatable = dict(action="append", default=[])
     file.add_argument("file", help="tuned-example YAML file, e.g. tuned_examples/geppo_hopper.yaml")
     file.add_argument("--address", help="join this Ray cluster (e.g. auto); default: start a local Ray")
     file.add_argument(
-        "--storage-path",
-        default="results",
-        help="where Tune writes results and checkpoints (default: ./results)",
+        "--storage-path", default="results", help="where results and checkpoints go (default: ./results)"
+    )
+    file.add_argument(
+        "--name", help="run directory under --storage-path (default: the file's name without .yaml)"
     )
     file.add_argument(
         "--dry-run",
@@ -91,25 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     file.add_argument(
         "--config",
         "-c",
-        action="append",
-        default=[],
+        **repeatable,
         metavar="KEY=VALUE",
         help="override a config value in every experiment; VALUE is YAML, dots reach nested keys "
         "(e.g. -c lr=1e-4 -c model_config.fcnet_hiddens=[32,32]); repeatable",
     )
     file.add_argument(
-        "--stop",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="add or override a stop criterion, e.g. --stop training_iteration=5; repeatable",
+        "--stop", **repeatable, metavar="KEY=VALUE", help="add or override a stop criterion; repeatable"
     )
     file.add_argument("--num-samples", type=int, help="override num_samples of every experiment")
     file.add_argument(
         "--import",
         dest="imports",
-        action="append",
-        default=[],
+        **repeatable,
         metavar="MODULE",
         help="import this module first, here and in every Ray worker: one that registers envs "
         "(tune.register_env, gymnasium's register) that the file names; a module beside the "
@@ -118,24 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     file.add_argument(
         "--experiment",
         "-e",
-        action="append",
-        default=[],
+        **repeatable,
         metavar="NAME",
         help="run only this experiment of the file; a shell-style pattern ('walker2d-*') runs "
         "every match; repeatable",
     )
     file.add_argument(
-        "--name", help="run directory under --storage-path (default: the file's name without .yaml)"
-    )
-    file.add_argument(
-        "--resume",
-        action="store_true",
-        help="resume the run in --storage-path/--name: unfinished and failed trials continue",
+        "--resume", action="store_true", help="continue the run in --storage-path/--name, failed trials too"
     )
     file.add_argument(
         "--skip-recorded",
-        action="append",
-        default=[],
+        **repeatable,
         type=Path,
         metavar="DIR",
         help="leave out every trial that a finished trial under DIR ran (a trial record of "
@@ -149,12 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "previous intact checkpoint (default: exit naming the damaged file)",
     )
     file.add_argument(
-        "--verbose",
-        "-v",
-        action="store_true",
-        help="show every message of Ray, RLlib and Tune (default: known-harmless ones are hidden)",
+        "--verbose", "-v", action="store_true", help="show the known-harmless messages of Ray and RLlib too"
     )
-    file.set_defaults(handler=train_file)
     # Its arguments, --help included, are parsed by rllib_geppo.report once imported.
     commands.add_parser("report", add_help=False, help="tables and plots from results (report --help)")
     return parser
@@ -180,13 +163,9 @@ def train_file(args: argparse.Namespace) -> int:
     env_modules = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
     trials = {s.name: validate_experiment(s) for s in specs}
     if args.skip_recorded:
-        specs = without_recorded(specs, recorded_trials(args.skip_recorded))
-        if not specs:
-            log.info(
-                "%s: every trial selected is recorded under %s; nothing to run.",
-                args.file,
-                ", ".join(map(str, args.skip_recorded)),
-            )
+        if not (specs := without_recorded(specs, recorded_trials(args.skip_recorded))):
+            where = ", ".join(map(str, args.skip_recorded))
+            log.info("%s: every trial selected is recorded under %s; nothing to run.", args.file, where)
             return 0
         trials = {s.name: validate_experiment(s) for s in specs}
         # The new run holds only the experiments with trials left, so its resume command names
@@ -203,10 +182,13 @@ def train_file(args: argparse.Namespace) -> int:
     if local and (args.resume or not args.dry_run):
         check_run_lock(run_dir)
     if local and args.resume:
+        saved = SavedRun.read(storage, run_name)
         # Options that would change the run are refused first: the command that the check of
         # its checkpoints prints, to continue past a damaged one, must not hold them.
-        saved = SavedRun.read(storage, run_name)
-        specs = resumed_specs(args, specs, trials, saved)
+        counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
+        check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
+        stops = saved_stops(saved.trials)  # the stop criteria Tune uses
+        specs = [dataclasses.replace(s, stop=stops.get(s.name, s.stop)) for s in specs]
         resume_from = check_run_checkpoints(saved.unfinished(), resume, args.skip_damaged_checkpoints)
     if args.dry_run and saved is not None:
         sys.stdout.write(resume_dry_run(saved, specs, resume_from))
@@ -231,13 +213,8 @@ def train_file(args: argparse.Namespace) -> int:
             storage,
         )
     else:
-        log.info(
-            "%s: %d trial(s) in %d experiment(s); results in %s",
-            args.file,
-            sum(map(len, trials.values())),
-            len(specs),
-            run_dir,
-        )
+        count = sum(map(len, trials.values()))
+        log.info("%s: %d trial(s) in %d experiment(s); results in %s", args.file, count, len(specs), run_dir)
     with (
         quiet_console(not args.verbose),
         ray_session(args.address, not args.verbose, env_modules.runtime_env()),
@@ -261,20 +238,6 @@ def train_file(args: argparse.Namespace) -> int:
             print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
         lost = lost_nodes.lost(results)
     return exit_status(resume, results, stop.signal, lost)
-
-
-def resumed_specs(
-    args: argparse.Namespace,
-    specs: Sequence[ExperimentSpec],
-    trials: Mapping[str, list[dict]],
-    saved: SavedRun,
-) -> list[ExperimentSpec]:
-    """The experiments as the saved run holds them: options that would change the run are
-    refused (:mod:`rllib_geppo.cli.resume`), and each shows the stop criteria Tune uses."""
-    counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
-    check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
-    stops = saved_stops(saved.trials)
-    return [dataclasses.replace(spec, stop=stops.get(spec.name, spec.stop)) for spec in specs]
 
 
 def resume_command(args: argparse.Namespace, run_name: str) -> str:
@@ -313,13 +276,8 @@ def resume_dry_run(saved: SavedRun, specs: Sequence[ExperimentSpec], resume_from
         done = saved.is_finished(t)
         entry = doc.setdefault(t.experiment, dict(stop=stops.get(t.experiment, t.stop), trials=[]))
         start = resume_from[t.folder].name if t.folder in resume_from else "start"
-        entry["trials"].append(
-            dict(
-                folder=t.folder,
-                status="TERMINATED" if done else t.status,
-                continues_from=None if done else start,
-            )
-        )
+        status, start = ("TERMINATED", None) if done else (t.status, start)
+        entry["trials"].append(dict(folder=t.folder, status=status, continues_from=start))
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
     return f"{body}# --resume of {saved.folder}: {saved.continues()}; dry run, nothing started.\n"
 
@@ -354,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_command(rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return args.handler(args)
+        return train_file(args)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else 2
     except UserError as e:

@@ -14,7 +14,7 @@ import io
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import redirect_stdout
 from typing import Any
 
@@ -22,17 +22,8 @@ from ray.tune import Callback, CLIReporter
 
 from rllib_geppo.records.result_keys import ITERATION_KEY, RETURN_KEY, STEPS_KEY, TIME_KEY, lookup
 
-#: Stop keys a budget can be read from, first match wins, with how the line names them.
+#: Stop keys a budget can be read from, with how the line names them.
 BUDGET_KEYS = {STEPS_KEY: "env steps", ITERATION_KEY: "iterations", TIME_KEY: "seconds of training"}
-
-
-def budgets_of(stop: Mapping[str, Any]) -> dict[str, float]:
-    """The stop criteria that progress can be measured against: result key -> value."""
-    return {
-        key: float(stop[key])
-        for key in BUDGET_KEYS
-        if isinstance(stop.get(key), (int, float)) and stop[key] > 0
-    }
 
 
 #: One trial's progress: its latest values, its budgets (result key -> stop value), whether it
@@ -76,6 +67,15 @@ def _fractions(trials: list[Measured]) -> tuple[float, list[str]]:
     return sum(fractions) / max(len(fractions), 1), leading
 
 
+def _numbers(values: Mapping[str, Any], keys: Iterable[str]) -> dict[str, float]:
+    """The finite numbers of ``values`` under ``keys``."""
+    return {
+        k: float(values[k])
+        for k in keys
+        if isinstance(values.get(k), (int, float)) and math.isfinite(values[k])
+    }
+
+
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
@@ -99,7 +99,11 @@ class BudgetReporter(CLIReporter):
     def __init__(self, *, results_dir: str, stops: Mapping[str, Mapping[str, Any]], **kwargs):
         super().__init__(**kwargs)
         self._results_dir = results_dir
-        self._budgets = {name: budgets_of(stop) for name, stop in stops.items()}
+        # Per experiment, the stop criteria that progress is measured against.
+        self._budgets = {
+            name: {k: v for k, v in _numbers(stop, BUDGET_KEYS).items() if v > 0}
+            for name, stop in stops.items()
+        }
         self._started = time.time()
         # Progress at the first report: what a resumed run had done (its trials' saved last
         # results; after --skip-damaged-checkpoints a little more than it restores), so that
@@ -125,12 +129,8 @@ class BudgetReporter(CLIReporter):
             if not budgets:
                 continue
             result = trial.last_result or {}
-            values = {
-                key: float(result[key])
-                for key in budgets
-                if isinstance(result.get(key), (int, float)) and math.isfinite(result[key])
-            }
-            measured.append((values, budgets, trial.status == "TERMINATED" and bool(result.get("done"))))
+            finished = trial.status == "TERMINATED" and bool(result.get("done"))
+            measured.append((_numbers(result, budgets), budgets, finished))
         if self._start_fraction is None:
             self._start_fraction = _fractions(measured)[0]
         return progress_line(measured, time.time() - self._started, self._start_fraction)
