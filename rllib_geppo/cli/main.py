@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from rllib_geppo.cli.console import BestReturns, quiet_console
 from rllib_geppo.cli.env_modules import prepare_env_modules
 from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import (
@@ -31,10 +32,7 @@ from rllib_geppo.cli.experiment_file import (
     resolve_trials,
     select_experiments,
 )
-from rllib_geppo.cli.interrupt import GracefulStop
-from rllib_geppo.cli.outcomes import LostNodes, exit_status, trial_summary
-from rllib_geppo.cli.progress import BestReturns
-from rllib_geppo.cli.quiet import quiet_console
+from rllib_geppo.cli.outcomes import GracefulStop, LostNodes, exit_status, trial_summary
 from rllib_geppo.cli.recorded import recorded_trials, without_recorded
 from rllib_geppo.cli.resume import (
     ResumeFromCheckpoints,

@@ -1,11 +1,20 @@
-"""What became of a run's trials, for the summary and the exit status: each trial's status, its
-error in one line, and the cluster's nodes that died.
+"""How a run ends: a graceful stop on Ctrl+C and SIGTERM, and what became of the trials, for the
+summary and the exit status.
 
-Tune's own statuses hide two outcomes: a trial stopped by a signal looks finished, and one whose
-every sample failed looks successful (:func:`trial_status`). A trial's error comes from its
+Tune's own handling of Ctrl+C stops the trials at once, with no checkpoint, and Ray's handler of
+SIGTERM (``kill``, ``timeout``, ``docker stop``, a batch scheduler's preemption) dumps stacks and
+exits with no summary. :class:`GracefulStop` handles both alike: at the first signal it asks every
+running trial for a checkpoint at its next result (Tune's ``should_checkpoint``), and once each
+has saved one (or ended), it ends Tune's run with SIGUSR1, Tune's graceful stop: the run's state
+is saved, the summary printed, and ``rllib train file`` exits with 130 (SIGINT) or 143 (SIGTERM)
+after printing the command that resumes the run. A second signal ends the run at once, losing the
+iterations in progress.
+
+Tune's statuses hide two outcomes: a trial stopped by a signal looks finished, and one whose every
+sample failed looks successful (:func:`trial_status`). A trial's error comes from its
 ``error.txt`` (:func:`exception_line`); where a failure is a lost actor (a trial's process that
-went away), :class:`LostNodes` names the nodes that died, so the warning can say what the
-cluster lost.
+went away), :class:`LostNodes` names the nodes that died, so the warning can say what the cluster
+lost.
 """
 
 from __future__ import annotations
@@ -18,10 +27,89 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
+from ray.tune.result import SHOULD_CHECKPOINT
 
 from rllib_geppo.records.result_keys import STEPS_KEY
 
 log = logging.getLogger(__name__)
+
+#: The signals handled.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class GracefulStop(Callback):
+    """Handles SIGINT and SIGTERM while Tune runs, as the module docstring says.
+
+    Its handlers are installed when Tune sets up its callbacks (after Tune installs its own
+    handlers for SIGINT and SIGUSR1) and stay until :meth:`restore`. Pass it last among the
+    callbacks: it marks a result for a checkpoint after the loggers have written it.
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None  # the first stop signal received
+        self._ended = False
+        self._originals = {sig: signal.getsignal(sig) for sig in SIGNALS}
+        self._asked = False  # a signal came; the trials to wait for are chosen at the next step
+        self._waiting: set = set()  # running trials that have not saved since
+
+    def setup(self, **info: Any) -> None:
+        for sig in SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        """The signal handlers from before the run."""
+        for sig, handler in self._originals.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.signal is not None:
+            log.warning("%s again: stopping now; the iterations in progress are lost.", name)
+            self._end()
+            return
+        self.signal, self._asked = signum, True
+        log.warning(
+            "%s: each running trial ends its iteration and saves a checkpoint, then the "
+            "run stops (%s again stops it now).",
+            name,
+            name,
+        )
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self._asked:
+            self._asked = False
+            # A function trainable (SB3PPO) saves no checkpoint: it is not waited for.
+            self._waiting = {
+                t for t in trials if t.status == "RUNNING" and (t.checkpoint_at_end or t.checkpoint_freq)
+            }
+            self._done(None)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        if trial in self._waiting:
+            result[SHOULD_CHECKPOINT] = True  # Tune saves after this result
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def _done(self, trial: Any) -> None:
+        """``trial`` saved or ended (None: none); ends the run once no trial is waited for."""
+        if trial is None or trial in self._waiting:
+            self._waiting.discard(trial)
+            if not self._waiting:
+                self._end()
+
+    def _end(self) -> None:
+        """Ends Tune's run gracefully, once (the run's state is saved)."""
+        if not self._ended:
+            self._ended = True
+            signal.raise_signal(signal.SIGUSR1)
+
 
 #: Words of Ray's errors for an actor (a trial's process) that went away, alone or with its node.
 ACTOR_LOST = ("is unavailable", "ActorUnavailableError", "ActorDiedError", "actor died", "node has died")
@@ -48,7 +136,7 @@ def sampled_nothing(trial: Any) -> bool:
 
 def trial_summary(trial: Any, best: float | None = None) -> str:
     """One line: trial, status, best mean return (``best``, from
-    :class:`~rllib_geppo.cli.progress.BestReturns`), env steps, last checkpoint (or the error's
+    :class:`~rllib_geppo.cli.console.BestReturns`), env steps, last checkpoint (or the error's
     message and file)."""
     steps = (trial.last_result or {}).get(STEPS_KEY)
     parts = [

@@ -95,7 +95,7 @@ class SavedRun:
         trials: its trials as Tune saved them, in the order the run created them.
         finished: the folders of the trials that finished after the state was saved -> the last
             row of each one's ``result.json``, which is never behind its checkpoints
-            (:mod:`rllib_geppo.cli.result_files`) and holds Tune's ``done``.
+            (:class:`~rllib_geppo.cli.tune_run.ResultFiles`) and holds Tune's ``done``.
     """
 
     folder: Path
