@@ -116,7 +116,7 @@ TUNE_REGISTRY = PrivateNames(
     why="looks up a Tune-registered algorithm or env by name: the public get_trainable_cls "
     "imports every RLlib algorithm first (seconds, and DreamerV3 builds an env at import), and "
     'there is no public "is this env registered"',
-    where="rllib_geppo/cli/trainables.py, rllib_geppo/cli/validation.py, "
+    where="rllib_geppo/cli/experiment_file.py, rllib_geppo/cli/validation.py, "
     "rllib_geppo/sampling/env_checks.py",
     without="algorithms are looked up with get_trainable_cls (slower); env names that "
     "gymnasium does not know are left to the trial",

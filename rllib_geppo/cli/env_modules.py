@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_geppo.cli.errors import UserError
+from rllib_geppo.cli.experiment_file import UserError
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import yaml
 
 from rllib_geppo.cli.console import BestReturns, quiet_console
 from rllib_geppo.cli.env_modules import prepare_env_modules
-from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
+    UserError,
     apply_overrides,
     load_experiments,
     named_by,

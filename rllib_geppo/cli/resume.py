@@ -1,20 +1,15 @@
-"""A run's folder on ``--resume``: the saved run, the options that would change it, the
-checkpoint each trial continues from; and the lock a run holds on its folder.
+"""``--resume``: the saved run, the options that would change it, the checkpoint each trial
+continues from; and the lock a run holds on its folder.
 
 Tune resumes a run with the settings and stop criteria it started with, whatever the file or the
-command line say now: ``--resume`` refuses options that would change them, naming each
-(:func:`check_unchanged`), and a run whose saved state cannot be read (a full disk truncates
-it), where Tune would start over. Tune saves that state every 10 s or more, so after a SIGKILL it
-may hold as running a trial that has finished since, which :class:`SavedRun` finds from the
-trial's own ``result.json`` and keeps finished, and name an older checkpoint than the newest on
-disk, which :class:`ResumeFromCheckpoints` makes Tune restore instead. A truncated or corrupt
-checkpoint would fail the restore inside the trial with an ``UnpicklingError`` that names no file:
-:func:`check_run_checkpoints` checks each trial's newest first, unpickling nothing, and names the
-damaged file and the previous intact checkpoint. Tune's state is read and written as JSON only,
-through :mod:`rllib_geppo.private_ray` (its layout is Tune's own).
-
-While a run writes into its folder, :func:`run_lock` holds a lock there, so a second run started
-with the same --storage-path and --name stops instead of writing into the same folder.
+command line say now, and starts over where its saved state cannot be read (a full disk truncates
+it): both are refused here, naming the fix. Tune saves that state every 10 s or more, so after a
+SIGKILL it may hold as running a trial that has finished since (:class:`SavedRun` keeps it
+finished) and name an older checkpoint than the newest on disk (:class:`ResumeFromCheckpoints`
+restores the newest). A corrupt checkpoint would fail the restore inside the trial with an error
+that names no file: :func:`check_run_checkpoints` names it first. The state is read and written
+as JSON only, through :mod:`rllib_geppo.private_ray`. While a run writes into its folder,
+:func:`run_lock` holds a lock there, so a second run with the same --storage-path and --name stops.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ from typing import Any
 from ray.tune import Callback
 
 from rllib_geppo import private_ray
-from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import named_by, parse_assignment
+from rllib_geppo.cli.experiment_file import UserError, named_by, parse_assignment
 from rllib_geppo.records.checkpoint_manifest import damaged_files, read_manifest
 from rllib_geppo.records.trial_record import experiment_of, last_row
 
@@ -210,25 +204,13 @@ def damaged_file(checkpoint: Path) -> tuple[Path, str] | None:
 
     Nothing is unpickled: a pickle runs code as it loads. A GePPO checkpoint is checked against
     the sizes and checksums of its manifest (:mod:`rllib_geppo.records.checkpoint_manifest`); files
-    it does not list are never loaded by a restore and are ignored. A checkpoint without a
-    manifest (another algorithm's, or GePPO's before 0.9) is checked as far as that goes: its
-    JSON files parse and every file reads to its end.
+    it does not list are never loaded by a restore. A checkpoint without a manifest (another
+    algorithm's, or GePPO's before 0.9) has nothing to check against but its being empty.
     """
-    files = sorted(p for p in checkpoint.rglob("*") if p.is_file())
-    if not files:
+    if not any(p.is_file() for p in checkpoint.rglob("*")):
         return checkpoint, "the checkpoint folder is empty"
-    if (manifest := read_manifest(checkpoint)) is not None:
-        return next(iter(damaged_files(checkpoint, manifest)), None)
-    for path in files:
-        try:
-            with path.open("rb") as f:
-                if path.suffix == ".json":
-                    json.load(f)
-                else:
-                    f.read()
-        except Exception as e:  # whatever a damaged file makes the reader raise
-            return path, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    return None
+    manifest = read_manifest(checkpoint)
+    return next(iter(damaged_files(checkpoint, manifest)), None) if manifest is not None else None
 
 
 def checkpoints_of(trial_dir: Path) -> list[Path]:

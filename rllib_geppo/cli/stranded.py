@@ -25,9 +25,7 @@ from typing import Any
 from ray.tune import Callback
 
 from rllib_geppo.cli.console import quiet_rllib
-from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import ExperimentSpec
-from rllib_geppo.cli.trainables import to_algorithm_config, trainable
+from rllib_geppo.cli.experiment_file import ExperimentSpec, UserError, to_algorithm_config, trainable
 
 log = logging.getLogger(__name__)
 

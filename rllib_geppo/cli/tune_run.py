@@ -1,30 +1,21 @@
 """The Ray session and the Tune run of ``rllib train file``: the cluster's address checked before
-Ray starts, every experiment of a file in one ``tune.run_experiments`` call, and each trial's
-result files.
+Ray starts, every experiment of a file in one ``tune.run_experiments`` call (one run folder,
+``storage_path/run_name``, one progress table), and each trial's result files.
 
-``ray.init`` retries an unreachable cluster for minutes, and names no cause when the cluster
+``ray.init`` retries an unreachable cluster for minutes and names no cause when the cluster
 refuses this process's token: :func:`check_reachable` and :func:`connection_failure` turn both
-into a :class:`UserError` with the fix. All experiments share one run folder
-(``storage_path/run_name``); the run shows the progress table
-(:class:`~rllib_geppo.cli.console.BudgetReporter`) and takes the callbacks for resumes, stops and
-stranded trials.
+into a :class:`UserError` with the fix.
 
-Each trial's ``result.json`` and ``progress.csv`` hold one row per iteration. Tune's own loggers
-write both into a staging folder in Ray's session directory, which Tune copies to the storage path
-from time to time (every 10 s at the least, longer for large runs). A run killed in between
-(SIGKILL, a lost head node) would leave fewer rows under the storage path than checkpoints, and a
-resume would lose or repeat iterations. So for a local storage path (a shared file system
-included) the run leaves Tune's JSON and CSV loggers out (``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS``)
-and :class:`ResultFiles` writes straight into the trial's folder, flushing each row: the rows are
-always at least as far as the checkpoints. (Cloud storage keeps Tune's loggers and their copies.)
-A trial that restores from a checkpoint (``--resume``, or a retry with ``max_failures``) runs the
-iterations after it again: when the first row after the restore comes, the rows of those
-iterations from before are dropped, so each iteration has one row, the one of the run that went
-on. A line that a crash cut short is dropped when the trial starts. ``progress.csv`` also takes
-keys that first appear in a later result (Tune's CSV logger would drop them for the whole run: an
-evaluation every 2 iterations, a callback's metric from iteration 3 on): the file is rewritten
-once under the new header, earlier rows empty there. Every rewrite goes through a temporary file
-and a rename, so a crash or a full disk never leaves half a file.
+Tune's own loggers write ``result.json`` and ``progress.csv`` into a staging folder that Tune
+copies to the storage path every 10 s or more: a run killed in between (SIGKILL, a lost head
+node) would leave fewer rows there than checkpoints, and a resume would lose or repeat
+iterations. Under a local storage path (a shared file system included) :class:`ResultFiles`
+writes them straight into the trial's folder instead, flushing each row. Each iteration has one
+row: a trial restored from a checkpoint (``--resume``, ``max_failures``) runs the iterations after
+it again, and their new rows replace the old; a line that a crash cut short is dropped; and
+``progress.csv`` takes keys that first appear in a later result (Tune's CSV logger drops them),
+its earlier rows empty there. Every rewrite goes through a temporary file and a rename, so a
+crash or a full disk never leaves half a file. (Cloud storage keeps Tune's loggers.)
 """
 
 from __future__ import annotations
@@ -50,12 +41,10 @@ from ray.tune.utils import flatten_dict
 from ray.tune.utils.util import SafeFallbackEncoder
 
 from rllib_geppo.cli.console import BudgetReporter
-from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import ExperimentSpec
-from rllib_geppo.cli.trainables import trainable, tune_config
+from rllib_geppo.cli.experiment_file import ExperimentSpec, UserError, trainable, tune_config
 from rllib_geppo.records.checkpoint_manifest import write_atomically
 from rllib_geppo.records.result_keys import RETURN_KEY, STEPS_KEY, TIME_KEY
-from rllib_geppo.records.trial_record import last_row
+from rllib_geppo.records.trial_record import last_row, read_rows
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +246,7 @@ def run_path(storage_path: str, run_name: str) -> str:
 
 class ResultFiles(LoggerCallback):
     """Tune's logger of ``params.json``, ``params.pkl``, ``result.json`` and ``progress.csv``,
-    writing into each trial's folder under a local storage path, as the module docstring says."""
+    writing into each trial's folder under a local storage path (the module docstring)."""
 
     def __init__(self) -> None:
         self._last: dict[Any, int] = {}  # trial -> the last iteration in its files
@@ -302,17 +291,6 @@ def _cut_to_last_line(path: Path) -> None:
             f.truncate(f.read().rfind(b"\n") + 1)
 
 
-def _rows(path: Path) -> list[tuple[str, dict]]:
-    """Each line of a ``result.json`` with its row; a line that does not parse is left out."""
-    rows = []
-    for line in path.read_text().splitlines(keepends=True) if path.exists() else []:
-        try:
-            rows.append((line, json.loads(line)))
-        except ValueError:
-            continue
-    return rows
-
-
 def _table(path: Path, nrows: int | None = None) -> pd.DataFrame:
     """A ``progress.csv`` as written, every cell its text (empty where there is none yet)."""
     if not path.exists() or not path.stat().st_size:
@@ -322,7 +300,7 @@ def _table(path: Path, nrows: int | None = None) -> pd.DataFrame:
 
 def _drop_from(folder: Path, step: int) -> None:
     """The trial's rows without those of iteration `step` and later, each file rewritten."""
-    kept = [line for line, row in _rows(folder / EXPR_RESULT_FILE) if row.get(TRAINING_ITERATION, 0) < step]
+    kept = [json.dumps(row) + "\n" for row in read_rows(folder) if row.get(TRAINING_ITERATION, 0) < step]
     write_atomically(folder / EXPR_RESULT_FILE, lambda f: f.writelines(kept))
     table = _table(folder / EXPR_PROGRESS_FILE)
     if TRAINING_ITERATION in table:

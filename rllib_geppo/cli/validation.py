@@ -23,9 +23,17 @@ from rllib_geppo.algorithm.settings import RLLIB_RULES, without_rllib_advice
 from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
 from rllib_geppo.baselines.sb3_ppo import SB3PPOSettings
 from rllib_geppo.cli.console import quiet_fds, quiet_rllib
-from rllib_geppo.cli.errors import UserError, describe, kind, suggest
-from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
-from rllib_geppo.cli.trainables import algorithm_class, to_algorithm_config, trainable
+from rllib_geppo.cli.experiment_file import (
+    ExperimentSpec,
+    UserError,
+    algorithm_class,
+    describe,
+    kind,
+    resolve_trials,
+    suggest,
+    to_algorithm_config,
+    trainable,
+)
 from rllib_geppo.records.result_keys import RETURN_KEY
 
 #: RLlib's settings under the names older RLlib versions and examples use: old -> new. RLlib

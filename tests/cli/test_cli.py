@@ -558,7 +558,7 @@ def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
 
 
 def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others():
-    from rllib_geppo.cli.errors import UserError
+    from rllib_geppo.cli.experiment_file import UserError
     from rllib_geppo.cli.resume import SavedTrial, check_unchanged
 
     saved = [
