@@ -245,7 +245,7 @@ TUNE_RESUME = PrivateNames(
     "unpickles the state and knows only the checkpoints it saved. The report reads the same "
     "state for each trial's trainable and status: a trial folder of rllib train file is named "
     "after its experiment, and nothing else names the algorithm",
-    where="rllib_geppo/cli/resume.py, rllib_geppo/cli/checkpoints.py, rllib_geppo/report/trials.py",
+    where="rllib_geppo/cli/resume.py, rllib_geppo/report/trials.py",
     without="--resume continues each trial from the checkpoint Tune's saved state names (a "
     "trial may repeat iterations, or train on after it finished), in the order Tune saved "
     "them; a saved state of another layout is refused, naming the file",

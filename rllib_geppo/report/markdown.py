@@ -18,9 +18,8 @@ import pandas as pd
 from tabulate import DataRow, TableFormat
 
 from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY
-from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import stats
-from rllib_geppo.report.build import Report
+from rllib_geppo.report.build import PAPER_BASELINE, PAPER_BUDGET, PAPER_ENV_VERSION, PAPER_SEEDS, Report
 from rllib_geppo.report.grouping import variant_key
 
 #: Markdown's pipe tables with every cell as it is, "| --- |" under the header (tabulate's own
@@ -86,13 +85,13 @@ def _steps_and_time(steps: pd.Series, seconds: pd.Series) -> tuple[pd.Series, pd
 def render_paper_markdown(paper: pd.DataFrame) -> list[str]:
     """The lines of the paper-comparison table (``--paper``): our rows beside Table 1's; *vs PPO*
     and *steps to PPO final* give ours, then the paper's in brackets."""
-    has_ppo = paper.env.isin(paper.env[paper.variant == report_paper.PAPER_BASELINE])
+    has_ppo = paper.env.isin(paper.env[paper.variant == PAPER_BASELINE])
 
     def vs_ppo(ours: str, papers: str) -> pd.Series:
         cells = _pct(paper[ours]).where(has_ppo, "n/a") + paper[papers].map(
             " ({:+.0f}%)".format, na_action="ignore"
         )
-        return cells.mask(paper.variant == report_paper.PAPER_BASELINE, "—")
+        return cells.mask(paper.variant == PAPER_BASELINE, "—")
 
     steps = _millions(paper.steps_to_ppo_final, ".2f").where(has_ppo, "n/a")
     cells = {
@@ -112,8 +111,8 @@ def render_paper_markdown(paper: pd.DataFrame) -> list[str]:
         + (paper.paper_steps_to_ppo_final / 1e6).map(" ({:.2f})".format),
     }
     return [
-        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {report_paper.PAPER_ENV_VERSION} tasks "
-        f"of OpenAI Gym, {report_paper.PAPER_BUDGET / 1e6:.0f}M env steps, {report_paper.PAPER_SEEDS} "
+        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {PAPER_ENV_VERSION} tasks "
+        f"of OpenAI Gym, {PAPER_BUDGET / 1e6:.0f}M env steps, {PAPER_SEEDS} "
         "seeds. Ours: the env versions and budgets named in the rows, ± one standard error over our "
         "seeds. *vs paper* is (ours - paper) / |paper|; *vs PPO* is GePPO against PPO of the same "
         "source, ours then the paper's in brackets; so is *steps to PPO final*, where the mean curve "

@@ -16,9 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 from matplotlib.transforms import offset_copy
 
-from rllib_geppo.report.build import Report
+from rllib_geppo.report.build import Report, off_budget
 from rllib_geppo.report.grouping import VARIANT_ORDER
-from rllib_geppo.report.paper import off_budget
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
 _KNOWN_COLORS = dict(
