@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from rllib_geppo.cli import resume
 from rllib_geppo.cli.console import BestReturns, quiet_console
 from rllib_geppo.cli.env_modules import prepare_env_modules
 from rllib_geppo.cli.experiment_file import (
@@ -34,16 +35,6 @@ from rllib_geppo.cli.experiment_file import (
 )
 from rllib_geppo.cli.outcomes import GracefulStop, LostNodes, exit_status, trial_summary
 from rllib_geppo.cli.recorded import recorded_trials, without_recorded
-from rllib_geppo.cli.resume import (
-    ResumeFromCheckpoints,
-    SavedRun,
-    check_run_checkpoints,
-    check_run_lock,
-    check_unchanged,
-    newest_checkpoints,
-    run_lock,
-    saved_stops,
-)
 from rllib_geppo.cli.stranded import StrandedTrials, check_resources
 from rllib_geppo.cli.tune_run import check_reachable, ray_session, run_experiments, run_path
 from rllib_geppo.cli.validation import validate_experiment
@@ -175,23 +166,25 @@ def train_file(args: argparse.Namespace) -> int:
     local = "://" not in storage
     storage = os.path.abspath(storage) if local else storage
     run_name = args.name or Path(args.file).stem
-    run_dir, resume = Path(run_path(storage, run_name)), resume_command(args, run_name)
+    run_dir, resume_cmd = Path(run_path(storage, run_name)), resume_command(args, run_name)
     saved, resume_from = None, {}
     if local and (args.resume or not args.dry_run):
-        check_run_lock(run_dir)
+        resume.check_run_lock(run_dir)
     if local and args.resume:
-        saved = SavedRun.read(storage, run_name)
+        saved = resume.SavedRun.read(storage, run_name)
         # Options that would change the run are refused first: the command that the check of
         # its checkpoints prints, to continue past a damaged one, must not hold them.
         counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
-        check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
-        stops = saved_stops(saved.trials)  # the stop criteria Tune uses
+        resume.check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
+        stops = resume.saved_stops(saved.trials)  # the stop criteria Tune uses
         specs = [dataclasses.replace(s, stop=stops.get(s.name, s.stop)) for s in specs]
-        resume_from = check_run_checkpoints(saved.unfinished(), resume, args.skip_damaged_checkpoints)
+        resume_from = resume.check_run_checkpoints(
+            saved.unfinished(), resume_cmd, args.skip_damaged_checkpoints
+        )
     if args.dry_run and saved is not None:
         sys.stdout.write(resume_dry_run(saved, specs, resume_from))
     elif args.dry_run:
-        sys.stdout.write(dry_run_report(specs, trials, resume))
+        sys.stdout.write(dry_run_report(specs, trials, resume_cmd))
         if args.resume:  # remote storage, which Tune alone reads
             print(f"# --resume from {storage}: Tune reads the saved run there; its trials are not listed.")
     if args.dry_run:
@@ -202,7 +195,7 @@ def train_file(args: argparse.Namespace) -> int:
         check_resources(specs, trials, "this machine", {"CPU": os.cpu_count() or 1}, kinds=["CPU"])
     if saved is not None:
         saved.save()
-        resume_from |= newest_checkpoints(saved.folder / folder for folder in saved.finished)
+        resume_from |= resume.newest_checkpoints(saved.folder / folder for folder in saved.finished)
         log.info("%s: resumes the run in %s: %s", args.file, run_dir, saved.continues())
     elif args.resume:
         log.warning(
@@ -218,24 +211,18 @@ def train_file(args: argparse.Namespace) -> int:
         ray_session(args.address, not args.verbose, env_modules.runtime_env()),
     ):
         check_resources(specs, trials, f"the cluster at {args.address}" if args.address else "this machine")
-        best_returns, lost_nodes, stop = BestReturns(), LostNodes(), GracefulStop()
-        callbacks = [
-            best_returns,
-            ResumeFromCheckpoints(resume_from),
-            StrandedTrials(resume),
-            lost_nodes,
-            stop,
-        ]
+        best, lost, stop = BestReturns(), LostNodes(), GracefulStop()
+        callbacks = [best, resume.ResumeFromCheckpoints(resume_from), StrandedTrials(resume_cmd), lost, stop]
         try:
-            with run_lock(run_dir) if local else nullcontext():
+            with resume.run_lock(run_dir) if local else nullcontext():
                 results = run_experiments(specs, run_name, storage, args.resume, callbacks)
         finally:
             stop.restore()
         print("\nSummary:")
         for trial in results:
-            print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
-        lost = lost_nodes.lost(results)
-    return exit_status(resume, results, stop.signal, lost)
+            print("  " + trial_summary(trial, best.best.get(trial.trial_id)))
+        dead = lost.lost(results)
+    return exit_status(resume_cmd, results, stop.signal, dead)
 
 
 def resume_command(args: argparse.Namespace, run_name: str) -> str:
@@ -264,7 +251,9 @@ def dry_run_report(specs: Sequence[ExperimentSpec], trials: Mapping[str, list[di
     )
 
 
-def resume_dry_run(saved: SavedRun, specs: Sequence[ExperimentSpec], resume_from: Mapping[str, Path]) -> str:
+def resume_dry_run(
+    saved: resume.SavedRun, specs: Sequence[ExperimentSpec], resume_from: Mapping[str, Path]
+) -> str:
     """What `--resume` would do, as YAML, after the checks of the saved run (its lock, settings,
     state and checkpoints): each saved trial's status and the checkpoint it continues from
     (``start``: none yet; null: finished), in the order the run created them."""
