@@ -149,7 +149,7 @@ def train_file(args: argparse.Namespace) -> int:
         for t in resolve_trials(s)
         if isinstance(t.get("env"), str)
     }
-    env_modules = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
+    runtime_env = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
     trials = {s.name: validate_experiment(s) for s in specs}
     if args.skip_recorded:
         if not (specs := without_recorded(specs, recorded_trials(args.skip_recorded))):
@@ -206,10 +206,7 @@ def train_file(args: argparse.Namespace) -> int:
     else:
         count = sum(map(len, trials.values()))
         log.info("%s: %d trial(s) in %d experiment(s); results in %s", args.file, count, len(specs), run_dir)
-    with (
-        quiet_console(not args.verbose),
-        ray_session(args.address, not args.verbose, env_modules.runtime_env()),
-    ):
+    with quiet_console(not args.verbose), ray_session(args.address, not args.verbose, runtime_env):
         check_resources(specs, trials, f"the cluster at {args.address}" if args.address else "this machine")
         best, lost, stop = BestReturns(), LostNodes(), GracefulStop()
         callbacks = [best, resume.ResumeFromCheckpoints(resume_from), StrandedTrials(resume_cmd), lost, stop]

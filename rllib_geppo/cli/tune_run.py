@@ -135,8 +135,8 @@ def ray_session(
     address: str | None, quiet: bool = False, runtime_env: dict[str, Any] | None = None
 ) -> Iterator[None]:
     """Joins the Ray cluster at `address`, or starts a local Ray, with the job's `runtime_env`
-    (the env modules' :meth:`EnvModules.runtime_env`); shuts down on exit. ``quiet`` keeps Ray's
-    own notices ("Started a local Ray instance") out."""
+    (:func:`~rllib_geppo.cli.env_modules.prepare_env_modules`); shuts down on exit. ``quiet``
+    keeps Ray's own notices ("Started a local Ray instance") out."""
     import ray
 
     # "local", not None: ray.init() would silently join a cluster started on this machine.
