@@ -1,16 +1,13 @@
 """The console of ``rllib train file``: known-harmless messages hidden, and Tune's progress table
 with how far the run is toward its stop budget.
 
-Messages of Ray, RLlib, Tune and gymnasium that are known to be harmless are dropped, everything
-else passes (``-v/--verbose`` keeps them all). Worker processes' output, Python's and C++'s,
-reaches the console through the driver, which prints it to ``sys.stdout``/``sys.stderr`` line by
-line; the driver's own records go to the logging handlers of Ray, RLlib and others. So
-:func:`quiet_console` redirects both streams through a line filter for its block and gives every
-logging handler a filter of the same noise (and ``ray.init(logging_level=WARNING)`` keeps Ray's
-notices out). Real warnings and errors, a trial's traceback included, pass untouched: only lines
-holding one of :data:`KNOWN_NOISE` go. The checks before Ray starts silence RLlib too:
-:func:`quiet_rllib` its warnings at each validate(), :func:`quiet_fds` the known noise that C
-libraries (MuJoCo's compiler) print while an env is made.
+Only lines holding one of :data:`KNOWN_NOISE` are dropped (``-v/--verbose`` keeps them too): real
+warnings and errors, a trial's traceback included, pass untouched. Worker processes' output,
+Python's and C++'s, reaches the console through the driver, which prints it to
+``sys.stdout``/``sys.stderr`` line by line, and the driver's own records go to the logging
+handlers: :func:`quiet_console` filters both. Before Ray starts, :func:`quiet_rllib` silences
+RLlib's warnings at each validate() and :func:`quiet_fds` what C libraries (MuJoCo's compiler)
+print while an env is made.
 
 :class:`BudgetReporter` is Tune's progress table with a progress line, an estimate of the time
 left, and the results folder under the storage path::

@@ -1,16 +1,13 @@
 """Trials that ask for resources the cluster does not have: refused before they queue, and a
 warning for those that wait for resources the cluster no longer has.
 
-Tune keeps a trial PENDING until its placement group fits: forever, on a cluster too small for
-it. So :func:`check_resources` compares what each trial asks for (its algorithm's own
-``default_resource_request``) with what exists, before Tune queues any, and raises
-:class:`UserError` naming the settings behind the request and the fix. During the run, a trial
+Tune keeps a trial PENDING until its placement group fits: forever, on a cluster too small for it.
+:func:`check_resources` compares what each trial asks for (its algorithm's own
+``default_resource_request``) with what exists before Tune queues any. During the run, a trial
 retried after its node was lost (``max_failures``) may need what only that node had (a custom
-resource, a GPU, more CPUs than the rest have). On an autoscaling cluster a node will come; on a
-fixed one the trial waits forever without a word, since Tune's own warning compares CPUs and GPUs
-only, against the cluster as it was when the run started. :class:`StrandedTrials` compares each
-trial that has waited long enough with the cluster as it is, says what is missing, and how to go
-on.
+resource, a GPU); on a fixed cluster it would wait without a word, since Tune's own warning
+compares CPUs and GPUs only, against the cluster as it was when the run started.
+:class:`StrandedTrials` compares it with the cluster as it is, and says what is missing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """``rllib-geppo report``: the paper's Table 1 and figures from Ray Tune result folders.
 
-The command line: its arguments, the files it writes into ``--out`` and its exit status. Given
-result folders, it reads their trials (:mod:`~rllib_geppo.report.trials`, labelled by
-:mod:`~rllib_geppo.report.grouping`), builds the tables (:mod:`~rllib_geppo.report.build`) and
-writes ``table.md``, the CSVs and the figures; given reports' ``table.csv`` files instead, it
-joins their rows, relabelled by ``--pool``, with their mean gains across environments: the
-paper's six-task means from studies that ran apart. docs/command_line.md says what each file
-holds.
+The command line: its arguments, the files it writes into ``--out`` (docs/command_line.md says
+what each holds) and its exit status. Given reports' ``table.csv`` files instead of result
+folders, it joins their rows, relabelled by ``--pool``, with their mean gains across
+environments: the paper's six-task means from studies that ran apart.
 """
 
 from __future__ import annotations
