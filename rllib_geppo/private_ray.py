@@ -116,7 +116,7 @@ TUNE_REGISTRY = PrivateNames(
     why="looks up a Tune-registered algorithm or env by name: the public get_trainable_cls "
     "imports every RLlib algorithm first (seconds, and DreamerV3 builds an env at import), and "
     'there is no public "is this env registered"',
-    where="rllib_geppo/cli/trainables.py, rllib_geppo/cli/config_schema.py, "
+    where="rllib_geppo/cli/experiment_file.py, rllib_geppo/cli/validation.py, "
     "rllib_geppo/sampling/env_checks.py",
     without="algorithms are looked up with get_trainable_cls (slower); env names that "
     "gymnasium does not know are left to the trial",
@@ -245,7 +245,7 @@ TUNE_RESUME = PrivateNames(
     "unpickles the state and knows only the checkpoints it saved. The report reads the same "
     "state for each trial's trainable and status: a trial folder of rllib train file is named "
     "after its experiment, and nothing else names the algorithm",
-    where="rllib_geppo/cli/resume.py, rllib_geppo/cli/checkpoints.py, rllib_geppo/report/trials.py",
+    where="rllib_geppo/cli/resume.py, rllib_geppo/report/trials.py",
     without="--resume continues each trial from the checkpoint Tune's saved state names (a "
     "trial may repeat iterations, or train on after it finished), in the order Tune saved "
     "them; a saved state of another layout is refused, naming the file",

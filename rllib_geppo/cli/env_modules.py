@@ -17,34 +17,15 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_geppo.cli.errors import UserError
+from rllib_geppo.cli.experiment_file import UserError
 
 log = logging.getLogger(__name__)
 
 #: The ``--import`` modules, for the workers' setup hook (:func:`import_modules`).
 IMPORTS_VARIABLE = "RLLIB_GEPPO_IMPORTS"
-
-
-@dataclass(frozen=True)
-class EnvModules:
-    """What the workers need of a run file's environments."""
-
-    shipped: tuple[Path, ...] = ()  # module files and package folders beside the YAML file
-    imports: tuple[str, ...] = ()  # modules to import in every process (--import)
-
-    def runtime_env(self) -> dict[str, Any] | None:
-        """Ray's runtime environment that gives every worker these modules (None: nothing)."""
-        env: dict[str, Any] = {}
-        if self.shipped:
-            env["py_modules"] = [str(path) for path in self.shipped]
-        if self.imports:
-            env["env_vars"] = {IMPORTS_VARIABLE: ",".join(self.imports)}
-            env["worker_process_setup_hook"] = f"{__name__}.{import_modules.__name__}"
-        return env or None
 
 
 def import_modules() -> None:
@@ -55,11 +36,12 @@ def import_modules() -> None:
 
 def prepare_env_modules(
     yaml_file: str | Path, imports: Sequence[str], envs: Mapping[Any, str], *, cluster: bool = False
-) -> EnvModules:
+) -> dict[str, Any] | None:
     """Import the ``--import`` modules and the module of each class-path env of ``envs`` (env ->
     where the file sets it) here, from where they are installed or from beside ``yaml_file``
-    (whose folder then goes on this process's path); every module that came from that folder,
-    with the modules it imported from there, is shipped to the workers.
+    (whose folder then goes on this process's path). Returns Ray's runtime environment that gives
+    every worker these modules (None: nothing to give): each module that came from that folder,
+    with the modules it imported from there, shipped; the ``--import`` modules imported.
 
     Raises UserError for a module found nowhere (with ``cluster``, an env's module only warns:
     the cluster's nodes may have it installed) or one whose import fails.
@@ -81,7 +63,13 @@ def prepare_env_modules(
         and _source(module) is not None
         and folder in _source(module).parents
     ]
-    return EnvModules(tuple(dict.fromkeys(shipped)), tuple(imports))
+    env: dict[str, Any] = {}
+    if shipped:
+        env["py_modules"] = [str(path) for path in dict.fromkeys(shipped)]
+    if imports:
+        env["env_vars"] = {IMPORTS_VARIABLE: ",".join(imports)}
+        env["worker_process_setup_hook"] = f"{__name__}.{import_modules.__name__}"
+    return env or None
 
 
 def _import(module: str, folder: Path, what: str, yaml_file: str | Path, *, cluster: bool) -> None:

@@ -1,16 +1,19 @@
-"""A tuned-example YAML file: reading it, command-line overrides, and the experiments and trials
-it holds.
+"""A tuned-example YAML file: reading it, command-line overrides, the experiments and trials it
+holds, and what Tune runs for each (the trainable registered under its ``run:`` name, and the
+config dict handed to an RLlib Algorithm).
 
 RLlib's old tuned-example format: a mapping of experiment name to `run`, `env`, `stop`, `config`
 and optional `num_samples`, `checkpoint_config` and `max_failures`. Everything here runs before
-Ray starts; bad input raises :class:`UserError`, whose message names the file, the key and the fix.
-The values are checked by :mod:`rllib_geppo.cli.validation`.
+Ray starts. Bad input raises :class:`UserError`, whose message names the file, the key and the fix
+(with the closest match for a misspelt name); :func:`rllib_geppo.cli.main.main` prints it and
+exits with code 2. The values are checked by :mod:`rllib_geppo.cli.validation`.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import fnmatch
 import re
 from collections.abc import Sequence
@@ -19,10 +22,8 @@ from typing import Any
 
 import yaml
 
-from rllib_geppo.cli.errors import UserError, describe, is_int, suggest
-
-# Tune's saved state of a run started before mean_std_filter moved names it here (--resume).
-from rllib_geppo.cli.trainables import mean_std_filter  # noqa: F401
+from rllib_geppo.baselines.sb3_ppo import TRAINABLE_NAME as SB3_PPO
+from rllib_geppo.baselines.sb3_ppo import import_sb3
 from rllib_geppo.records.result_keys import STEPS_KEY
 
 EXPERIMENT_KEYS = ("run", "env", "stop", "config", "num_samples", "checkpoint_config", "max_failures")
@@ -34,10 +35,6 @@ RETIRED_EXPERIMENT_KEYS = {
     "local_dir": "the --storage-path option",
     "storage_path": "the --storage-path option",
 }
-
-
-# --------------------------------------------------------------------------------------------
-# Reading the file
 
 
 class _Loader(yaml.SafeLoader):
@@ -173,10 +170,6 @@ def _check_num_samples(value: Any, where: str) -> None:
         raise UserError(f"{where}: expected a positive integer, got {describe(value)}.")
 
 
-# --------------------------------------------------------------------------------------------
-# Command-line overrides
-
-
 def parse_assignment(text: str, option: str) -> tuple[list[str], Any]:
     """`a.b=VALUE` -> (["a", "b"], VALUE parsed as YAML)."""
     key, sep, value = text.partition("=")
@@ -230,13 +223,114 @@ def select_experiments(
     return [s for s in specs if named_by(s.name, names)]
 
 
-# --------------------------------------------------------------------------------------------
-# Trials
-
-
 def resolve_trials(spec: ExperimentSpec) -> list[dict[str, Any]]:
     """The trial configs Tune will create: grid searches expanded, times num_samples."""
     from ray.tune.search.variant_generator import generate_variants
 
     variants = [resolved["config"] for _, resolved in generate_variants({"config": spec.config})]
     return [copy.deepcopy(v) for _ in range(spec.num_samples) for v in variants]
+
+
+class UserError(Exception):
+    """Bad input: main() prints the message, without a traceback, and exits with code 2."""
+
+
+def suggest(word: str, candidates: Sequence[str]) -> str:
+    """` Did you mean 'x'?` for the closest candidate (case-insensitive), else ``."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" Did you mean '{by_lower[close[0]]}'?" if close else ""
+
+
+# YAML can only produce these kinds of value; type hints and defaults map onto them.
+def kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "mapping" if isinstance(value, dict) else "other"
+
+
+def describe(value: Any) -> str:
+    return f"{kind(value)} {value!r}" if kind(value) != "null" else "null"
+
+
+def is_int(value: Any, low: int) -> bool:
+    """An int (not a bool) >= ``low``, as YAML gives it."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def trainable(name: str, where: str) -> type | str:
+    """What Tune runs for ``run: name``: an RLlib Algorithm class, or "SB3PPO", the function
+    trainable that ``import rllib_geppo`` registered (if Stable-Baselines3 is installed)."""
+    if name != SB3_PPO:
+        return algorithm_class(name, where)
+    try:
+        import_sb3()
+    except ImportError as e:
+        raise UserError(f"{where}: {e}") from None
+    return SB3_PPO
+
+
+def algorithm_class(name: str, where: str) -> type:
+    """The Algorithm class registered under `name` (RLlib's built-ins, this package's), or a
+    UserError."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    from rllib_geppo import private_ray
+    from rllib_geppo.algorithm import GePPO, GeTRPO, GeVMPO
+
+    # Tune's registry forgets this package's algorithms between Ray sessions of one process.
+    own = {cls.__name__: cls for cls in (GePPO, GeTRPO, GeVMPO)}
+    # Not tune.registry.get_trainable_cls(): it imports every RLlib algorithm, and DreamerV3
+    # builds a gymnasium env at import time (seconds, and warnings on stderr).
+    if name in ALGORITHMS:
+        cls = ALGORITHMS[name]()[0]
+    else:
+        cls = own.get(name) or private_ray.registered_trainable(name)
+    if cls is None:
+        known = sorted({*ALGORITHMS, *own, SB3_PPO})
+        raise UserError(
+            f"{where}: unknown algorithm 'run: {name}'.{suggest(name, known)} "
+            f"Registered algorithms include {', '.join(known)}."
+        )
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise UserError(f"{where}: 'run: {name}' is a Tune trainable but not an RLlib Algorithm.")
+    return cls
+
+
+def tune_config(run: type | str, config: dict[str, Any]) -> dict[str, Any]:
+    """The config Tune is given for a trial of trainable ``run`` (:func:`trainable`), as its
+    ``params.json`` then holds it: an Algorithm's through :func:`to_algorithm_config`, the SB3
+    baseline's as it is."""
+    return to_algorithm_config(config) if isinstance(run, type) else config
+
+
+def to_algorithm_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The dict handed to the Algorithm, with two YAML conveniences for the new API stack.
+
+    `model_config` is a read-only property that update_from_dict cannot set; `_model_config` is
+    what `config.rl_module(model_config=...)` sets. `observation_filter: MeanStdFilter` is
+    ignored by the new stack, whose filters are env-to-module connectors, which YAML cannot
+    express (the old stack ignores the connector, so setting it is safe there).
+    """
+    config = dict(config)
+    if "model_config" in config:
+        config["_model_config"] = config.pop("model_config")
+    if config.get("observation_filter") == "MeanStdFilter":
+        config["_env_to_module_connector"] = mean_std_filter
+    return config
+
+
+def mean_std_filter(env: Any = None, spaces: Any = None, device: Any = None) -> Any:
+    """`env_to_module_connector` factory: RLlib's running mean/std observation filter."""
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+    return MeanStdFilter()

@@ -1,17 +1,10 @@
-"""`rllib train file <yaml>`: run RLlib tuned-example YAML files through Ray Tune.
-
-Ray 2.60 ships no `rllib` command, so this package provides one that reads RLlib's old
-tuned-example format: a mapping of experiment name to `run`, `env`, `stop`, `config` and optional
-`num_samples`, `checkpoint_config` and `max_failures`. Every experiment in a file runs in one
-Tune run.
+"""`rllib train file <yaml>`: the command line: its arguments, the checks in order, the dry run
+and the command that resumes a run.
 
 Input is validated before anything starts: bad input exits with code 2 and one message naming
-the file, the key and the fix (a `UserError`); a failed trial exits with code 1, a run stopped
-by Ctrl+C or SIGTERM with 130 or 143 (:mod:`rllib_geppo.cli.interrupt`).
-
-This module is the command line: its arguments, the checks in order, and the resume command. The
-Tune run is :mod:`rllib_geppo.cli.tune_run`; the summary and the exit status come from
-:mod:`rllib_geppo.cli.outcomes`.
+the file, the key and the fix (a :class:`UserError`). The Tune run is
+:mod:`rllib_geppo.cli.tune_run`; the summary and the exit status (1 for a failed trial, 130 or 143
+for a run stopped by Ctrl+C or SIGTERM) come from :mod:`rllib_geppo.cli.outcomes`.
 """
 
 from __future__ import annotations
@@ -28,26 +21,22 @@ from pathlib import Path
 
 import yaml
 
-from rllib_geppo.cli.checkpoints import ResumeFromCheckpoints, check_run_checkpoints, newest_checkpoints
+from rllib_geppo.cli import resume
+from rllib_geppo.cli.console import BestReturns, quiet_console
 from rllib_geppo.cli.env_modules import prepare_env_modules
-from rllib_geppo.cli.errors import UserError
 from rllib_geppo.cli.experiment_file import (
     ExperimentSpec,
+    UserError,
     apply_overrides,
     load_experiments,
     named_by,
     resolve_trials,
     select_experiments,
 )
-from rllib_geppo.cli.interrupt import GracefulStop
-from rllib_geppo.cli.outcomes import LostNodes, exit_status, trial_summary
-from rllib_geppo.cli.preflight import check_cluster_resources, check_reachable, check_resources, machine_cpus
-from rllib_geppo.cli.progress import BestReturns
-from rllib_geppo.cli.quiet import quiet_console
+from rllib_geppo.cli.outcomes import GracefulStop, LostNodes, exit_status, trial_summary
 from rllib_geppo.cli.recorded import recorded_trials, without_recorded
-from rllib_geppo.cli.resume import SavedRun, check_run_lock, check_unchanged, run_lock, saved_stops
-from rllib_geppo.cli.stranded import StrandedTrials
-from rllib_geppo.cli.tune_run import ray_session, run_experiments, run_path
+from rllib_geppo.cli.stranded import StrandedTrials, check_resources
+from rllib_geppo.cli.tune_run import check_reachable, ray_session, run_experiments, run_path
 from rllib_geppo.cli.validation import validate_experiment
 
 log = logging.getLogger(__name__)
@@ -64,23 +53,23 @@ def _prog() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=_prog(),
-        description="Train GePPO and RLlib's built-in algorithms from tuned-example YAML files.",
+        prog=_prog(), description="Train GePPO and RLlib's built-in algorithms from tuned-example YAML files."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{train,report}")
     train = commands.add_parser("train", help="train from a YAML file: train file <path>")
-    train_commands = train.add_subparsers(dest="train_command", required=True, metavar="{file}")
-    file = train_commands.add_parser(
+    file = train.add_subparsers(dest="train_command", required=True, metavar="{file}").add_parser(
         "file",
         help="run every experiment of a tuned-example YAML file as one Tune run",
         description="Run every experiment of a tuned-example YAML file as one Ray Tune run.",
     )
+    repeatable = dict(action="append", default=[])
     file.add_argument("file", help="tuned-example YAML file, e.g. tuned_examples/geppo_hopper.yaml")
     file.add_argument("--address", help="join this Ray cluster (e.g. auto); default: start a local Ray")
     file.add_argument(
-        "--storage-path",
-        default="results",
-        help="where Tune writes results and checkpoints (default: ./results)",
+        "--storage-path", default="results", help="where results and checkpoints go (default: ./results)"
+    )
+    file.add_argument(
+        "--name", help="run directory under --storage-path (default: the file's name without .yaml)"
     )
     file.add_argument(
         "--dry-run",
@@ -91,25 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
     file.add_argument(
         "--config",
         "-c",
-        action="append",
-        default=[],
+        **repeatable,
         metavar="KEY=VALUE",
         help="override a config value in every experiment; VALUE is YAML, dots reach nested keys "
         "(e.g. -c lr=1e-4 -c model_config.fcnet_hiddens=[32,32]); repeatable",
     )
     file.add_argument(
-        "--stop",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="add or override a stop criterion, e.g. --stop training_iteration=5; repeatable",
+        "--stop", **repeatable, metavar="KEY=VALUE", help="add or override a stop criterion; repeatable"
     )
     file.add_argument("--num-samples", type=int, help="override num_samples of every experiment")
     file.add_argument(
         "--import",
         dest="imports",
-        action="append",
-        default=[],
+        **repeatable,
         metavar="MODULE",
         help="import this module first, here and in every Ray worker: one that registers envs "
         "(tune.register_env, gymnasium's register) that the file names; a module beside the "
@@ -118,24 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     file.add_argument(
         "--experiment",
         "-e",
-        action="append",
-        default=[],
+        **repeatable,
         metavar="NAME",
         help="run only this experiment of the file; a shell-style pattern ('walker2d-*') runs "
         "every match; repeatable",
     )
     file.add_argument(
-        "--name", help="run directory under --storage-path (default: the file's name without .yaml)"
-    )
-    file.add_argument(
-        "--resume",
-        action="store_true",
-        help="resume the run in --storage-path/--name: unfinished and failed trials continue",
+        "--resume", action="store_true", help="continue the run in --storage-path/--name, failed trials too"
     )
     file.add_argument(
         "--skip-recorded",
-        action="append",
-        default=[],
+        **repeatable,
         type=Path,
         metavar="DIR",
         help="leave out every trial that a finished trial under DIR ran (a trial record of "
@@ -149,12 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         "previous intact checkpoint (default: exit naming the damaged file)",
     )
     file.add_argument(
-        "--verbose",
-        "-v",
-        action="store_true",
-        help="show every message of Ray, RLlib and Tune (default: known-harmless ones are hidden)",
+        "--verbose", "-v", action="store_true", help="show the known-harmless messages of Ray and RLlib too"
     )
-    file.set_defaults(handler=train_file)
     # Its arguments, --help included, are parsed by rllib_geppo.report once imported.
     commands.add_parser("report", add_help=False, help="tables and plots from results (report --help)")
     return parser
@@ -177,16 +149,12 @@ def train_file(args: argparse.Namespace) -> int:
         for t in resolve_trials(s)
         if isinstance(t.get("env"), str)
     }
-    env_modules = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
+    runtime_env = prepare_env_modules(args.file, args.imports, envs, cluster=bool(args.address))
     trials = {s.name: validate_experiment(s) for s in specs}
     if args.skip_recorded:
-        specs = without_recorded(specs, recorded_trials(args.skip_recorded))
-        if not specs:
-            log.info(
-                "%s: every trial selected is recorded under %s; nothing to run.",
-                args.file,
-                ", ".join(map(str, args.skip_recorded)),
-            )
+        if not (specs := without_recorded(specs, recorded_trials(args.skip_recorded))):
+            where = ", ".join(map(str, args.skip_recorded))
+            log.info("%s: every trial selected is recorded under %s; nothing to run.", args.file, where)
             return 0
         trials = {s.name: validate_experiment(s) for s in specs}
         # The new run holds only the experiments with trials left, so its resume command names
@@ -198,20 +166,25 @@ def train_file(args: argparse.Namespace) -> int:
     local = "://" not in storage
     storage = os.path.abspath(storage) if local else storage
     run_name = args.name or Path(args.file).stem
-    run_dir, resume = Path(run_path(storage, run_name)), resume_command(args, run_name)
+    run_dir, resume_cmd = Path(run_path(storage, run_name)), resume_command(args, run_name)
     saved, resume_from = None, {}
     if local and (args.resume or not args.dry_run):
-        check_run_lock(run_dir)
+        resume.check_run_lock(run_dir)
     if local and args.resume:
+        saved = resume.SavedRun.read(storage, run_name)
         # Options that would change the run are refused first: the command that the check of
         # its checkpoints prints, to continue past a damaged one, must not hold them.
-        saved = SavedRun.read(storage, run_name)
-        specs = resumed_specs(args, specs, trials, saved)
-        resume_from = check_run_checkpoints(saved.unfinished(), resume, args.skip_damaged_checkpoints)
+        counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
+        resume.check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
+        stops = resume.saved_stops(saved.trials)  # the stop criteria Tune uses
+        specs = [dataclasses.replace(s, stop=stops.get(s.name, s.stop)) for s in specs]
+        resume_from = resume.check_run_checkpoints(
+            saved.unfinished(), resume_cmd, args.skip_damaged_checkpoints
+        )
     if args.dry_run and saved is not None:
         sys.stdout.write(resume_dry_run(saved, specs, resume_from))
     elif args.dry_run:
-        sys.stdout.write(dry_run_report(specs, trials, resume))
+        sys.stdout.write(dry_run_report(specs, trials, resume_cmd))
         if args.resume:  # remote storage, which Tune alone reads
             print(f"# --resume from {storage}: Tune reads the saved run there; its trials are not listed.")
     if args.dry_run:
@@ -219,10 +192,10 @@ def train_file(args: argparse.Namespace) -> int:
     if args.address:
         check_reachable(args.address)
     else:  # a local Ray has this machine's CPUs at most; once Ray runs, every resource is checked
-        check_resources(specs, trials, {"CPU": machine_cpus()}, "this machine", kinds=["CPU"])
+        check_resources(specs, trials, "this machine", {"CPU": os.cpu_count() or 1}, kinds=["CPU"])
     if saved is not None:
         saved.save()
-        resume_from |= newest_checkpoints(saved.folder / folder for folder in saved.finished)
+        resume_from |= resume.newest_checkpoints(saved.folder / folder for folder in saved.finished)
         log.info("%s: resumes the run in %s: %s", args.file, run_dir, saved.continues())
     elif args.resume:
         log.warning(
@@ -231,50 +204,22 @@ def train_file(args: argparse.Namespace) -> int:
             storage,
         )
     else:
-        log.info(
-            "%s: %d trial(s) in %d experiment(s); results in %s",
-            args.file,
-            sum(map(len, trials.values())),
-            len(specs),
-            run_dir,
-        )
-    with (
-        quiet_console(not args.verbose),
-        ray_session(args.address, not args.verbose, env_modules.runtime_env()),
-    ):
-        check_cluster_resources(specs, trials, args.address)
-        best_returns, lost_nodes, stop = BestReturns(), LostNodes(), GracefulStop()
-        callbacks = [
-            best_returns,
-            ResumeFromCheckpoints(resume_from),
-            StrandedTrials(resume),
-            lost_nodes,
-            stop,
-        ]
+        count = sum(map(len, trials.values()))
+        log.info("%s: %d trial(s) in %d experiment(s); results in %s", args.file, count, len(specs), run_dir)
+    with quiet_console(not args.verbose), ray_session(args.address, not args.verbose, runtime_env):
+        check_resources(specs, trials, f"the cluster at {args.address}" if args.address else "this machine")
+        best, lost, stop = BestReturns(), LostNodes(), GracefulStop()
+        callbacks = [best, resume.ResumeFromCheckpoints(resume_from), StrandedTrials(resume_cmd), lost, stop]
         try:
-            with run_lock(run_dir) if local else nullcontext():
+            with resume.run_lock(run_dir) if local else nullcontext():
                 results = run_experiments(specs, run_name, storage, args.resume, callbacks)
         finally:
             stop.restore()
         print("\nSummary:")
         for trial in results:
-            print("  " + trial_summary(trial, best_returns.best.get(trial.trial_id)))
-        lost = lost_nodes.lost(results)
-    return exit_status(resume, results, stop.signal, lost)
-
-
-def resumed_specs(
-    args: argparse.Namespace,
-    specs: Sequence[ExperimentSpec],
-    trials: Mapping[str, list[dict]],
-    saved: SavedRun,
-) -> list[ExperimentSpec]:
-    """The experiments as the saved run holds them: options that would change the run are
-    refused (:mod:`rllib_geppo.cli.resume`), and each shows the stop criteria Tune uses."""
-    counts = {s.name: len(trials[s.name]) for s in specs} if args.num_samples is not None else None
-    check_unchanged(saved.trials, args.experiment, args.config, args.stop, counts)
-    stops = saved_stops(saved.trials)
-    return [dataclasses.replace(spec, stop=stops.get(spec.name, spec.stop)) for spec in specs]
+            print("  " + trial_summary(trial, best.best.get(trial.trial_id)))
+        dead = lost.lost(results)
+    return exit_status(resume_cmd, results, stop.signal, dead)
 
 
 def resume_command(args: argparse.Namespace, run_name: str) -> str:
@@ -303,7 +248,9 @@ def dry_run_report(specs: Sequence[ExperimentSpec], trials: Mapping[str, list[di
     )
 
 
-def resume_dry_run(saved: SavedRun, specs: Sequence[ExperimentSpec], resume_from: Mapping[str, Path]) -> str:
+def resume_dry_run(
+    saved: resume.SavedRun, specs: Sequence[ExperimentSpec], resume_from: Mapping[str, Path]
+) -> str:
     """What `--resume` would do, as YAML, after the checks of the saved run (its lock, settings,
     state and checkpoints): each saved trial's status and the checkpoint it continues from
     (``start``: none yet; null: finished), in the order the run created them."""
@@ -313,13 +260,8 @@ def resume_dry_run(saved: SavedRun, specs: Sequence[ExperimentSpec], resume_from
         done = saved.is_finished(t)
         entry = doc.setdefault(t.experiment, dict(stop=stops.get(t.experiment, t.stop), trials=[]))
         start = resume_from[t.folder].name if t.folder in resume_from else "start"
-        entry["trials"].append(
-            dict(
-                folder=t.folder,
-                status="TERMINATED" if done else t.status,
-                continues_from=None if done else start,
-            )
-        )
+        status, start = ("TERMINATED", None) if done else (t.status, start)
+        entry["trials"].append(dict(folder=t.folder, status=status, continues_from=start))
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
     return f"{body}# --resume of {saved.folder}: {saved.continues()}; dry run, nothing started.\n"
 
@@ -354,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_command(rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return args.handler(args)
+        return train_file(args)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else 2
     except UserError as e:

@@ -1,17 +1,25 @@
-"""What became of a run's trials, for the summary and the exit status: each trial's status,
-its error in one line, and the cluster's nodes and trial processes that went away.
+"""How a run ends: a graceful stop on Ctrl+C and SIGTERM, and what became of the trials, for the
+summary and the exit status.
 
-Tune's own statuses hide two outcomes: a trial stopped by a signal looks finished, and one whose
-every sample failed looks successful (:func:`trial_status`). A trial's error comes from its
+Tune's own handling of Ctrl+C stops the trials at once, with no checkpoint, and Ray's handler of
+SIGTERM (``kill``, ``timeout``, ``docker stop``, a batch scheduler's preemption) dumps stacks and
+exits with no summary. :class:`GracefulStop` handles both alike: at the first signal it asks every
+running trial for a checkpoint at its next result (Tune's ``should_checkpoint``), and once each
+has saved one (or ended), it ends Tune's run with SIGUSR1, Tune's graceful stop: the run's state
+is saved, the summary printed, and ``rllib train file`` exits with 130 (SIGINT) or 143 (SIGTERM)
+after printing the command that resumes the run. A second signal ends the run at once, losing the
+iterations in progress.
+
+Tune's statuses hide two outcomes: a trial stopped by a signal looks finished, and one whose every
+sample failed looks successful (:func:`trial_status`). A trial's error comes from its
 ``error.txt`` (:func:`exception_line`); where a failure is a lost actor (a trial's process that
-went away), :class:`LostNodes` names the nodes that died, so the warning can say what the
-cluster lost.
+went away), :class:`LostNodes` names the nodes that died, so the warning can say what the cluster
+lost.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -19,11 +27,95 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
+from ray.tune.result import SHOULD_CHECKPOINT
 
-from rllib_geppo.cli.interrupt import stop_exit_code
 from rllib_geppo.records.result_keys import STEPS_KEY
 
 log = logging.getLogger(__name__)
+
+#: The signals handled.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class GracefulStop(Callback):
+    """Handles SIGINT and SIGTERM while Tune runs, as the module docstring says.
+
+    Its handlers are installed when Tune sets up its callbacks (after Tune installs its own
+    handlers for SIGINT and SIGUSR1) and stay until :meth:`restore`. Pass it last among the
+    callbacks: it marks a result for a checkpoint after the loggers have written it.
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None  # the first stop signal received
+        self._ended = False
+        self._originals = {sig: signal.getsignal(sig) for sig in SIGNALS}
+        self._asked = False  # a signal came; the trials to wait for are chosen at the next step
+        self._waiting: set = set()  # running trials that have not saved since
+
+    def setup(self, **info: Any) -> None:
+        for sig in SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        """The signal handlers from before the run."""
+        for sig, handler in self._originals.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.signal is not None:
+            log.warning("%s again: stopping now; the iterations in progress are lost.", name)
+            self._end()
+            return
+        self.signal, self._asked = signum, True
+        log.warning(
+            "%s: each running trial ends its iteration and saves a checkpoint, then the "
+            "run stops (%s again stops it now).",
+            name,
+            name,
+        )
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self._asked:
+            self._asked = False
+            # A function trainable (SB3PPO) saves no checkpoint: it is not waited for.
+            self._waiting = {
+                t for t in trials if t.status == "RUNNING" and (t.checkpoint_at_end or t.checkpoint_freq)
+            }
+            self._done(None)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        if trial in self._waiting:
+            result[SHOULD_CHECKPOINT] = True  # Tune saves after this result
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def _done(self, trial: Any) -> None:
+        """``trial`` saved or ended (None: none); ends the run once no trial is waited for."""
+        if trial is None or trial in self._waiting:
+            self._waiting.discard(trial)
+            if not self._waiting:
+                self._end()
+
+    def _end(self) -> None:
+        """Ends Tune's run gracefully, once (the run's state is saved)."""
+        if not self._ended:
+            self._ended = True
+            signal.raise_signal(signal.SIGUSR1)
+
+
+#: Words of Ray's errors for an actor (a trial's process) that went away, alone or with its node.
+ACTOR_LOST = ("is unavailable", "ActorUnavailableError", "ActorDiedError", "actor died", "node has died")
+#: Ray marks a lost node dead once it has missed its heartbeats, about 15 s after the trials on
+#: it failed: how long to wait for that.
+NODE_DEATH_WAIT_S = 30.0
 
 
 def trial_status(trial: Any) -> str:
@@ -31,9 +123,7 @@ def trial_status(trial: Any) -> str:
     INTERRUPTED, and one that reached its criteria without sampling an env step has failed."""
     if trial.status == "TERMINATED" and not (trial.last_result or {}).get("done"):
         return "INTERRUPTED"
-    if trial.status == "TERMINATED" and sampled_nothing(trial):
-        return "ERROR"
-    return trial.status
+    return "ERROR" if trial.status == "TERMINATED" and sampled_nothing(trial) else trial.status
 
 
 def sampled_nothing(trial: Any) -> bool:
@@ -45,8 +135,9 @@ def sampled_nothing(trial: Any) -> bool:
 
 
 def trial_summary(trial: Any, best: float | None = None) -> str:
-    """One line: trial, status, best mean return (``best``, from :class:`BestReturns`), env
-    steps, last checkpoint (or the error's message and file)."""
+    """One line: trial, status, best mean return (``best``, from
+    :class:`~rllib_geppo.cli.console.BestReturns`), env steps, last checkpoint (or the error's
+    message and file)."""
     steps = (trial.last_result or {}).get(STEPS_KEY)
     parts = [
         f"{trial}: {trial_status(trial)}",
@@ -60,7 +151,7 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
             "above); fix the environment and start a new run"
         )
     if trial.error_file:
-        if message := exception_line(error_text(trial.error_file) or ""):
+        if message := exception_line(error_text(trial.error_file)):
             parts.append(message)
         # Last, whole (the path is what scripts read): where Tune keeps it with the trial's
         # results, not its staging folder in Ray's session directory.
@@ -68,29 +159,30 @@ def trial_summary(trial: Any, best: float | None = None) -> str:
     return ", ".join(parts)
 
 
-def error_text(path: str | Path | None) -> str | None:
-    """A trial's error file, whole; None where there is none or it cannot be read."""
+def error_text(path: str | Path | None) -> str:
+    """A trial's error file, whole; empty where there is none or it cannot be read."""
     try:
-        return Path(path).read_text(errors="replace") if path else None
+        return Path(path).read_text(errors="replace") if path else ""
     except OSError:
-        return None
+        return ""
 
 
 def exception_line(error_text: str) -> str | None:
     """The first line of the last failure's exception in Tune's error file: a ``Failure # n``
     header per failure, then Ray's traceback (indented frames), then the exception, whose
     message may go on over more lines. Without a traceback: the failure's first line."""
-    lines = last_failure(error_text)
+    lines = error_text.splitlines()
+    failures = [i for i, line in enumerate(lines) if line.startswith("Failure # ")]
+    lines = lines[failures[-1] + 1 :] if failures else lines
     frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
     after = lines[frames[-1] + 1 :] if frames else lines
     return next((line.strip() for line in after if line.strip() and not line[0].isspace()), None)
 
 
-def last_failure(error_text: str) -> list[str]:
-    """The lines of the last failure in Tune's error file (all of them if it has no header)."""
-    lines = error_text.splitlines()
-    failures = [i for i, line in enumerate(lines) if line.startswith("Failure # ")]
-    return lines[failures[-1] + 1 :] if failures else lines
+def actor_lost(error_text: str) -> bool:
+    """Whether the last failure in an error file (Tune's ``error.txt``) is a lost actor: the
+    trial's process went away, alone or with its node."""
+    return any(word in (exception_line(error_text) or "") for word in ACTOR_LOST)
 
 
 def exit_status(
@@ -98,13 +190,13 @@ def exit_status(
 ) -> int:
     """The command's exit status, after the warning that says how to go on (``resume_line``, the
     command that resumes the run): 130 or 143 for a run stopped by Ctrl+C or SIGTERM
-    (:mod:`rllib_geppo.cli.interrupt`), 1 for a failed trial (naming the nodes the cluster lost,
-    from :meth:`LostNodes.lost`), else 0."""
+    (128 + the signal's number, as shells report it), 1 for a failed trial (naming the nodes the
+    cluster lost, from :meth:`LostNodes.lost`), else 0."""
     statuses = {trial_status(t) for t in results}
     if "INTERRUPTED" in statuses:
         how = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM"}.get(signum, "a signal")
         log.warning("Stopped by %s. Continue with: %s", how, resume_line)
-        return stop_exit_code(signum) if signum else 130
+        return 128 + (signum or signal.SIGINT)
     if "ERROR" not in statuses:
         return 0
     if lost:
@@ -126,26 +218,6 @@ def exit_status(
     return 1
 
 
-#: Words of Ray's errors for an actor (a trial's process) that went away, alone or with its node.
-ACTOR_LOST = ("is unavailable", "ActorUnavailableError", "ActorDiedError", "actor died", "node has died")
-#: A Ray actor ID in an error message: 16 bytes in hex (node and worker IDs have 28).
-ACTOR_ID = re.compile(r"\b[0-9a-f]{32}\b")
-#: Ray marks a lost node dead once it has missed its heartbeats, about 15 s after the trials on
-#: it failed: how long to wait for that.
-NODE_DEATH_WAIT_S = 30.0
-
-
-def lost_actors(error_texts: Sequence[str]) -> set[str] | None:
-    """The IDs of the actors that went away in the last failures of these error files (Tune's
-    ``error.txt``); None where no failure was such a loss."""
-    lost = [text for text in error_texts if any(word in (exception_line(text) or "") for word in ACTOR_LOST)]
-    if not lost:
-        return None
-    # The ID is in the exception's first line (ActorUnavailableError) or further down its
-    # message (ActorDiedError: "actor_id: ...").
-    return {actor for text in lost for actor in ACTOR_ID.findall("\n".join(last_failure(text)))}
-
-
 class LostNodes(Callback):
     """The nodes of the Ray cluster that died during the run (Ray must be initialised)."""
 
@@ -157,13 +229,12 @@ class LostNodes(Callback):
         self._dead_at_failure = dead_nodes()
 
     def lost(self, results: Sequence[Any]) -> dict[str, str] | None:
-        """Where a failed trial's actor went away (:func:`lost_actors`): the nodes that died
+        """Where a failed trial's actor went away (:func:`actor_lost`): the nodes that died
         since the run started (node id -> IP), possibly none (the process alone died); None
         where no trial failed that way. The node of the last failure is marked dead only once
         it has missed its heartbeats: this waits up to :data:`NODE_DEATH_WAIT_S` for a node to
         die after that failure."""
-        errors = [error_text(t.error_file) for t in results if trial_status(t) == "ERROR"]
-        if lost_actors([text for text in errors if text]) is None:
+        if not any(actor_lost(error_text(t.error_file)) for t in results if trial_status(t) == "ERROR"):
             return None
         deadline = time.monotonic() + NODE_DEATH_WAIT_S
         while (dead := dead_nodes()).keys() <= self._dead_at_failure.keys() and time.monotonic() < deadline:

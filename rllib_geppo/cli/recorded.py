@@ -25,9 +25,7 @@ from typing import Any
 
 from ray.tune.search.variant_generator import assign_value, parse_spec_vars
 
-from rllib_geppo.cli.errors import UserError
-from rllib_geppo.cli.experiment_file import ExperimentSpec, resolve_trials
-from rllib_geppo.cli.trainables import trainable, tune_config
+from rllib_geppo.cli.experiment_file import ExperimentSpec, UserError, resolve_trials, trainable, tune_config
 from rllib_geppo.records.result_keys import lookup
 from rllib_geppo.records.trial_record import PARAMS_FILE, experiment_of, last_row, trial_folders
 

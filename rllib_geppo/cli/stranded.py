@@ -1,12 +1,13 @@
-"""A warning for trials that wait for resources the cluster does not have (any more).
+"""Trials that ask for resources the cluster does not have: refused before they queue, and a
+warning for those that wait for resources the cluster no longer has.
 
-Tune keeps a trial PENDING until its placement group fits. On an autoscaling cluster that is
-right: a node will come. On a fixed cluster that lost a node, a trial retried after the loss
-(``max_failures``) that needs the lost node's resources (a custom resource, a GPU, more CPUs
-than the rest have) waits forever without a word: Tune's own warning compares CPUs and GPUs
-only, against the cluster as it was when the run started. :class:`StrandedTrials` compares each
-trial that has waited long enough with the cluster as it is, says what is missing, and how to
-go on.
+Tune keeps a trial PENDING until its placement group fits: forever, on a cluster too small for it.
+:func:`check_resources` compares what each trial asks for (its algorithm's own
+``default_resource_request``) with what exists before Tune queues any. During the run, a trial
+retried after its node was lost (``max_failures``) may need what only that node had (a custom
+resource, a GPU); on a fixed cluster it would wait without a word, since Tune's own warning
+compares CPUs and GPUs only, against the cluster as it was when the run started.
+:class:`StrandedTrials` compares it with the cluster as it is, and says what is missing.
 """
 
 from __future__ import annotations
@@ -20,14 +21,90 @@ from typing import Any
 
 from ray.tune import Callback
 
-from rllib_geppo.cli.preflight import amounts, exceeding
+from rllib_geppo.cli.console import quiet_rllib
+from rllib_geppo.cli.experiment_file import ExperimentSpec, UserError, to_algorithm_config, trainable
 
 log = logging.getLogger(__name__)
 
+# The settings behind a trial's resource request, shown when a trial does not fit.
+RESOURCE_KEYS = (
+    "num_env_runners",
+    "num_cpus_per_env_runner",
+    "num_gpus_per_env_runner",
+    "num_learners",
+    "num_cpus_per_learner",
+    "num_gpus_per_learner",
+    "num_cpus_for_main_process",
+    "num_gpus",
+    "evaluation_interval",
+    "evaluation_num_env_runners",
+)
+# What to change when a trial asks for more of a resource than exists.
+FIXES = {
+    "CPU": "lower num_env_runners (each takes a CPU; 0 samples in the trial's own process)",
+    "GPU": "set num_gpus_per_learner: 0 to learn on the CPU",
+}
 #: Tune's variable for how long no trial may start before it warns, and its default (s).
 WAIT_VARIABLE, DEFAULT_WAIT_S = "TUNE_WARN_INSUFFICENT_RESOURCE_THRESHOLD_S", 60.0
 #: How often the cluster's resources are read while a trial waits (s).
 CHECK_EVERY_S = 10.0
+
+
+def check_resources(
+    specs: Sequence[ExperimentSpec],
+    trials: Mapping[str, list[dict[str, Any]]],
+    where: str,
+    available: Mapping[str, float] | None = None,
+    kinds: Sequence[str] | None = None,
+) -> None:
+    """Raises UserError if a trial asks for more of a resource than `available` holds.
+
+    Args:
+        where: what holds the resources, for the message ("this machine", "the cluster at ...").
+        available: the resources that exist (default: ``ray.cluster_resources()``, once Ray runs).
+        kinds: resource names to compare (default: all that a trial asks for).
+    """
+    if available is None:
+        import ray
+
+        available = ray.cluster_resources()
+    for spec in specs:
+        cls = trainable(spec.run, spec.where())
+        if not isinstance(cls, type):
+            continue  # a function trainable: 1 CPU
+        seen: set[str] = set()
+        for trial in trials[spec.name]:
+            settings = {k: trial[k] for k in RESOURCE_KEYS if k in trial}
+            if repr(settings) in seen:
+                continue
+            seen.add(repr(settings))
+            # What Tune reserves for the trial: the sum of its placement group's bundles.
+            with quiet_rllib():
+                request = cls.default_resource_request(to_algorithm_config(dict(trial))).required_resources
+            short = [k for k in exceeding(request, available) if kinds is None or k in kinds]
+            if short:
+                asked = ", ".join(f"{k}: {trial[k]}" for k in settings) or "the defaults"
+                fixes = "; ".join(FIXES.get(k, f"ask for less {k}") for k in short)
+                raise UserError(
+                    f"{spec.where()}: a trial asks for {amounts(request, short)} ({asked}), but "
+                    f"{where} has {amounts(available, short)}; Tune would wait for them forever. "
+                    f"Fix: {fixes}; or run on a larger cluster (--address)."
+                )
+
+
+def exceeding(request: Mapping[str, float], available: Mapping[str, float]) -> list[str]:
+    """The kinds of resource of which `request` asks for more than `available` holds."""
+    return [k for k, v in request.items() if v > available.get(k, 0.0) + 1e-9]
+
+
+def amounts(resources: Mapping[str, float], kinds: Sequence[str]) -> str:
+    """`5 CPUs, 0 GPUs` for the named kinds of resource."""
+    parts = []
+    for kind in kinds:
+        value = resources.get(kind, 0)
+        shown = int(value) if float(value).is_integer() else round(value, 3)
+        parts.append(f"{shown} {kind}{'' if value == 1 or not kind.isupper() else 's'}")
+    return ", ".join(parts)
 
 
 def shortfall(
@@ -44,8 +121,7 @@ def shortfall(
         required.update(bundle)
     for node in nodes:
         total.update(node)
-    short = sorted(exceeding(required, total))
-    if short:
+    if short := sorted(exceeding(required, total)):
         return f"for {amounts(required, short)}; the cluster has {amounts(total, short)}"
     for bundle in [required] if strategy == "STRICT_PACK" else bundles:
         if all(exceeding(bundle, node) for node in nodes):

@@ -19,6 +19,9 @@ MOVED_MODULES = {
     "rllib_geppo.torch_learner": "rllib_geppo.learner.torch_learner",
     "rllib_geppo.env_runner": "rllib_geppo.sampling.env_runner",
     "rllib_geppo.env_runner_pipelines": "rllib_geppo.sampling.pipelines",
+    # Tune's saved state of an `rllib train file` run names its MeanStdFilter factory's module;
+    # after 0.9.2 it was in cli/trainables.py for a while.
+    "rllib_geppo.cli.trainables": "rllib_geppo.cli.experiment_file",
 }
 
 

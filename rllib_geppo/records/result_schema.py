@@ -8,7 +8,7 @@ they were sampled), and in the order the metrics were first logged, which a rest
 So every result of a GePPO run holds the keys of its first result plus :func:`late_keys`, and
 from the iteration they first appear on, any other keys (:func:`grow`), NaN where there is no
 value this iteration, sorted by their path. (``rllib train file`` also gives such late keys a
-column in ``progress.csv``: :mod:`rllib_geppo.cli.result_files`.)
+column in ``progress.csv``: :class:`rllib_geppo.cli.tune_run.ResultFiles`.)
 
 Pure Python; no Ray.
 """

@@ -7,13 +7,22 @@ per environment and variant, with where each mean curve reaches the baseline's f
 ``--target``) and the return at equal training time. Then the TV of the last updates against its
 target and the return's late change (``stability.csv``); across environments, each variant's mean
 gain over each other (``mean_gains.csv``); with ``--paper``, the paper's Table 1 beside our rows
-(:mod:`rllib_geppo.report.paper`).
+(:func:`compare_with_paper`). Reports' ``table.csv`` files are read back and joined by
+:func:`joined_rows`, for mean gains across studies that ran apart.
+
+The paper: Queeney, Paschalidis & Cassandras, "Generalized Proximal Policy Optimization with
+Sample Reuse", NeurIPS 2021, Table 1: average return over training and final return of PPO and
+GePPO, and the env steps GePPO needs to reach PPO's final return, on six MuJoCo v3 tasks of
+OpenAI Gym, 1M env steps, 5 seeds. This package runs gymnasium's v5 tasks, so rows are matched on
+the task name (``Hopper-v5`` to the paper's ``Hopper-v3``) and the version stays in the env column.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,9 +32,8 @@ import numpy as np
 import pandas as pd
 
 from rllib_geppo.records.result_keys import RETURN_KEY
-from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import stats
-from rllib_geppo.report.grouping import Flag, group_trials, split_by_budget, variant_key
+from rllib_geppo.report.grouping import Flag, group_trials, pool_owners, split_by_budget, variant_key
 from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
@@ -58,6 +66,77 @@ ROW_COLUMNS = {
 }
 #: Columns that reports from before ``--target`` lack.
 OPTIONAL_COLUMNS = ("target", "steps_to_target", "time_to_target_s")
+
+
+#: Env steps at which the paper reads "final"; its averages run over [0, PAPER_BUDGET].
+PAPER_BUDGET = 1_000_000
+PAPER_SEEDS = 5
+PAPER_ENV_VERSION = "v3"
+#: The variant the paper compares with; the report's baseline must be this one.
+PAPER_BASELINE = "PPO"
+
+#: Table 1 of the paper as printed, per task and variant: returns averaged over seeds, GePPO's
+#: improvement over PPO in % (from unrounded returns), and the env steps to reach PPO's final
+#: return (PPO's own is the budget, by definition).
+PAPER_TABLE1 = pd.read_csv(
+    io.StringIO(
+        """task,paper_variant,paper_avg,paper_final,paper_avg_vs_ppo_pct,paper_final_vs_ppo_pct,paper_steps_to_ppo_final
+Swimmer,PPO,98,136,,,1e6
+Swimmer,GePPO,161,195,65,44,0.23e6
+Hopper,PPO,2362,3126,,,1e6
+Hopper,GePPO,2544,3450,8,10,0.41e6
+HalfCheetah,PPO,1764,3223,,,1e6
+HalfCheetah,GePPO,2439,3903,38,21,0.54e6
+Walker2d,PPO,1817,3041,,,1e6
+Walker2d,GePPO,2199,3502,21,15,0.63e6
+Ant,PPO,545,1227,,,1e6
+Ant,GePPO,762,1576,40,28,0.79e6
+Humanoid,PPO,584,972,,,1e6
+Humanoid,GePPO,665,1345,14,38,0.85e6"""
+    ),
+    dtype={"paper_avg_vs_ppo_pct": "Int64", "paper_final_vs_ppo_pct": "Int64"},
+)
+
+#: The report's variants that the paper's two columns describe. Overlapped sampling changes when
+#: GePPO samples, not what it optimises, so both GePPO variants are compared with the paper's.
+PAPER_VARIANTS = {"GePPO": "GePPO", "GePPO overlapped": "GePPO", "PPO": "PPO"}
+
+_ENV_NAME = re.compile(r"^(?:[\w.]+/)?(?P<task>[A-Za-z0-9]+)-v\d+$")
+
+
+def paper_task(env: str) -> str | None:
+    """The paper's task name for a gymnasium env id (``Hopper-v5`` -> ``Hopper``), or None when
+    the paper does not report that task."""
+    match = _ENV_NAME.match(env)
+    return match["task"] if match and match["task"] in set(PAPER_TABLE1.task) else None
+
+
+def compare_with_paper(rows: pd.DataFrame) -> pd.DataFrame:
+    """The report's rows (``table.csv``'s columns) that the paper's Table 1 covers, in their
+    order, beside the paper's numbers (``paper.csv``).
+
+    Percentages against the paper are ``(ours - paper) / |paper|``; "vs PPO" compares GePPO with
+    PPO from the same source (ours with ours, the paper's with the paper's), so ``rows`` must come
+    from a report whose baseline is :data:`PAPER_BASELINE`. NaN: not available (no PPO row for
+    the environment, or the PPO row itself).
+    """
+    ours = rows.assign(task=rows.env.map(paper_task), paper_variant=rows.variant.map(PAPER_VARIANTS))
+    both = ours.merge(PAPER_TABLE1, on=["task", "paper_variant"])
+    columns = ["env", "variant", "seeds", "budget"]
+    for what in ("avg", "final"):
+        both[f"{what}_vs_paper_pct"] = stats.improvement_pct(both[what], both[f"paper_{what}"])
+        both[f"{what}_vs_ppo_pct"] = both[f"{what}_vs_baseline_pct"]
+        columns += [what, f"{what}_se", f"paper_{what}", f"{what}_vs_paper_pct", f"{what}_vs_ppo_pct"]
+        columns.append(f"paper_{what}_vs_ppo_pct")
+    both["steps_to_ppo_final"] = both.steps_to_baseline_final
+    return both[[*columns, "steps_to_ppo_final", "paper_steps_to_ppo_final"]]
+
+
+def off_budget(paper: pd.DataFrame, tolerance: float = 0.01) -> list[str]:
+    """Environments of :func:`compare_with_paper`'s rows whose budget differs from the paper's 1M
+    env steps by more than ``tolerance`` (a fraction): their averages and finals are not the
+    paper's quantities."""
+    return sorted(set(paper.env[(paper.budget - PAPER_BUDGET).abs() > tolerance * PAPER_BUDGET]))
 
 
 @dataclass(frozen=True)
@@ -225,10 +304,9 @@ def build_report(
     Raises ReportError when no environment has a trial left, or when ``paper`` is asked with a
     baseline other than the paper's PPO.
     """
-    if paper and baseline != report_paper.PAPER_BASELINE:
+    if paper and baseline != PAPER_BASELINE:
         raise ReportError(
-            f"--paper compares with the paper's {report_paper.PAPER_BASELINE}: "
-            f"leave out --baseline {baseline!r}"
+            f"--paper compares with the paper's {PAPER_BASELINE}: leave out --baseline {baseline!r}"
         )
     flags = [Flag(t, t.problem) for t in trials if t.problem]
     compared: dict[str, _Environment] = {}
@@ -264,7 +342,7 @@ def build_report(
         trials=trial_rows,
         stability=pd.DataFrame([s for e in envs for s in e.stability]),
         mean_gains=stats.mean_gains(rows),
-        paper=_paper_rows(rows) if paper else report_paper.compare_with_paper(rows.iloc[:0]),
+        paper=_paper_rows(rows) if paper else compare_with_paper(rows.iloc[:0]),
         returns={env: e.returns for env, e in compared.items()},
         returns_by_time={
             env: e.returns_by_time for env, e in compared.items() if not e.returns_by_time.empty
@@ -291,19 +369,68 @@ def _warn_split_baseline(rows: pd.DataFrame, baseline: str) -> None:
 
 def _paper_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows the paper covers beside its numbers; warns about what cannot be compared."""
-    papers = report_paper.compare_with_paper(rows)
+    papers = compare_with_paper(rows)
     if papers.empty:
         logger.warning(
             "--paper: no row is one of the paper's tasks (%s) and variants (%s)",
-            ", ".join(report_paper.PAPER_TABLE1.task.unique()),
-            ", ".join(report_paper.PAPER_VARIANTS),
+            ", ".join(PAPER_TABLE1.task.unique()),
+            ", ".join(PAPER_VARIANTS),
         )
-    for env in report_paper.off_budget(papers):
+    for env in off_budget(papers):
         logger.warning(
             "--paper: %s is read at %s env steps, the paper at %s: its averages and "
             "finals are not the paper's quantities (use --budget 1e6)",
             env,
             f"{papers.budget[papers.env == env].iloc[0]:,.0f}",
-            f"{report_paper.PAPER_BUDGET:,}",
+            f"{PAPER_BUDGET:,}",
         )
     return papers
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """The rows of a report's ``table.csv`` (:data:`ROW_COLUMNS`; empty cells: NaN). Raises
+    ReportError for a file that is missing or not a report's table."""
+    try:
+        # Text first, then numpy's conversion, which reads every float exactly as it was written
+        # (the parser of pandas 2 can be a last digit off).
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except OSError as err:
+        raise ReportError(f"{path}: cannot be read ({err.strerror})") from None
+    except ValueError as err:  # pandas' parser errors included
+        raise ReportError(f"{path}: not a report's table.csv ({err})") from None
+    missing = [c for c in ROW_COLUMNS if c not in table and c not in OPTIONAL_COLUMNS]
+    if table.empty or missing:
+        what = f"no column {', '.join(missing)}" if missing else "no rows"
+        raise ReportError(
+            f"{path}: not a report's table.csv ({what}); for a trial's results, pass its folder"
+        )
+    try:
+        return table.reindex(columns=list(ROW_COLUMNS)).astype(ROW_COLUMNS)
+    except ValueError as err:
+        raise ReportError(f"{path}: not a report's table.csv ({err})") from None
+
+
+def joined_rows(tables: Sequence[Path], pools: Sequence[tuple[str, Sequence[str]]]) -> pd.DataFrame:
+    """The rows of the ``tables``, each pool's members relabelled as the pool (:func:`pool_owners`).
+    Raises ReportError for a member no row has, a variant in two pools, two rows of one variant in
+    one environment (rows are means over seeds: pooling seeds needs the trials), or rows of one
+    environment read at different budgets."""
+    rows = pd.concat([read_table(path).assign(path=path) for path in tables], ignore_index=True)
+    rows["label"] = rows.variant
+    rows["variant"] = rows.variant.replace(pool_owners(rows.variant, pools, kind="row"))
+    if (again := rows[rows.duplicated(["env", "variant"])]).size:
+        row = again.iloc[0]
+        first = rows[(rows.env == row.env) & (rows.variant == row.variant)].iloc[0]
+        raise ReportError(
+            f"two rows of {row.variant!r} in {row.env}: {first.label!r} in {first.path} and "
+            f"{row.label!r} in {row.path}; join one row per variant and environment (pooling "
+            "seeds needs the trials' folders)"
+        )
+    first = rows.groupby("env").transform("first")
+    if (off := rows[rows.budget != first.budget]).size:
+        row, other = off.iloc[0], first.loc[off.index[0]]
+        raise ReportError(
+            f"{row.env}: rows at {other.budget:,.0f} env steps ({other.path}) and at "
+            f"{row.budget:,.0f} ({row.path}); their average returns are over different spans of training"
+        )
+    return rows.drop(columns=["path", "label"])

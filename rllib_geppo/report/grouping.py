@@ -15,12 +15,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rllib_geppo.records.result_keys import RETURN_KEY
-from rllib_geppo.report import settings as report_settings
 from rllib_geppo.report import stats
-from rllib_geppo.report.trials import ReportError, Trial, find_trial_dirs, load_trial
+from rllib_geppo.report.trials import ReportError, Trial, find_trial_dirs, label, load_trial, varied
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +35,6 @@ class Flag:
 
     trial: Trial
     reason: str
-
-
-# ----------------------------------------------------------------------------- labelling trials
 
 
 def load_trials(
@@ -79,20 +74,19 @@ def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None
     if keys is not None:
         recorded = set().union(*(t.settings.values.keys() | t.settings.recorded for t in trials))
         if missing := [k for k in keys if not any(_under(r, [k]) for r in recorded)]:
-            varied = report_settings.varied([t.settings for t in trials])
             raise ReportError(
                 f"--group-by {','.join(keys)}: no trial records the setting "
                 f"{', '.join(map(repr, missing))} (settings that differ between "
-                f"trials: {', '.join(varied) or 'none'}; or use "
+                f"trials: {', '.join(varied([t.settings for t in trials])) or 'none'}; or use "
                 f"{' / '.join(BASE_LABELS)})"
             )
     groups = group_trials(trials, lambda t: (t.env, t.variant))
     chosen: dict[str, set[str]] = defaultdict(set)  # base label -> the settings that split it
     for (env, base), group in groups.items():
-        varied = report_settings.varied([t.settings for t in group])
-        named = [v for v in varied if keys is None or _under(v, keys)]
+        differ = varied([t.settings for t in group])
+        named = [v for v in differ if keys is None or _under(v, keys)]
         chosen[base].update(named)
-        if pooled := [v for v in varied if v not in named]:
+        if pooled := [v for v in differ if v not in named]:
             logger.warning(
                 "%s / %s: --group-by %s pools trials that differ in %s",
                 env,
@@ -101,7 +95,7 @@ def label_by_settings(trials: Sequence[Trial], keys: Sequence[str] | None = None
                 ", ".join(pooled),
             )
     return [
-        dataclasses.replace(t, variant=report_settings.label(base, t.settings, sorted(chosen[base])))
+        dataclasses.replace(t, variant=label(base, t.settings, sorted(chosen[base])))
         for (_, base), group in groups.items()
         for t in group
     ]
@@ -111,9 +105,6 @@ def _under(setting: str, keys: Sequence[str]) -> bool:
     """Whether ``setting`` is one of ``keys`` or inside one ("model_config/fcnet_hiddens" is
     inside "model_config")."""
     return any(setting == k or setting.startswith(k + "/") for k in keys)
-
-
-# ----------------------------------------------------------------------------- selecting trials
 
 
 def pool_owners(
@@ -130,21 +121,21 @@ def pool_owners(
     """
     labels = set(labels)
     owner: dict[str, str] = {}
-    for label, members in pools:
+    for pool, members in pools:
         for member in members:
             if member not in labels:
                 raise ReportError(
-                    f"--pool {label}: no {kind} is labelled {member!r} (labels: {', '.join(sorted(labels))})"
+                    f"--pool {pool}: no {kind} is labelled {member!r} (labels: {', '.join(sorted(labels))})"
                 )
             if member in owner:
                 raise ReportError(
-                    f"--pool: {member!r} is in both {owner[member]!r} and "
-                    f"{label!r}; a variant can be in one pool only"
+                    f"--pool: {member!r} is in both {owner[member]!r} and {pool!r}; a variant can be in "
+                    "one pool only"
                 )
-            owner[member] = label
-        if label in labels and label not in members:
+            owner[member] = pool
+        if pool in labels and pool not in members:
             raise ReportError(
-                f"--pool {label}: {label!r} is already a variant of its own; choose another label"
+                f"--pool {pool}: {pool!r} is already a variant of its own; choose another label"
             )
     return owner
 
@@ -193,11 +184,9 @@ def variant_key(variant: str) -> tuple[int, str]:
     return rank, variant
 
 
-def group_trials(
-    trials: Iterable[Trial], key: Callable[[Trial], str], order: Callable[[str], Any] | None = None
-) -> dict[str, list[Trial]]:
-    """Trials by ``key``, the groups sorted by ``order`` of their key."""
+def group_trials(trials: Iterable[Trial], key: Callable[[Trial], str]) -> dict[str, list[Trial]]:
+    """Trials by ``key``, the groups sorted by their key."""
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
         groups[key(t)].append(t)
-    return {k: groups[k] for k in sorted(groups, key=order)}
+    return dict(sorted(groups.items()))

@@ -1,32 +1,9 @@
 """``rllib-geppo report``: the paper's Table 1 and figures from Ray Tune result folders.
 
-Reads every Tune trial folder (``params.json`` + ``result.json``) and trial record
-(``--keep-trials``) under the given paths, groups trials by environment and variant, aligns
-their curves on env steps and writes into ``--out``: ``table.md``, ``table.csv``,
-``trials.csv`` (each trial's figures), ``stability.csv`` (the TV of
-the last updates against its target, the return's late change: the paper's Figure 2),
-``returns.png`` and, when any trial logged it, ``tv.png``. With rows in two or more
-environments, ``table.md`` ends with each variant's mean gain in average return over each other
-across them (also in ``mean_gains.csv``: the paper's "on average, GePPO improves ... by 31%").
-With ``--paper``, ``table.md`` opens with the paper's Table 1 beside ours (also in
-``paper.csv``) and the return curves mark the paper's final returns
-(:mod:`rllib_geppo.report.paper`).
-
-Trials of one environment and variant that differ in any setting other than the seed are
-never averaged as seeds of one: each set is a row of its own, labelled with the settings it
-differs in ("GePPO lr=0.001"; :mod:`rllib_geppo.report.settings`). ``--group-by`` chooses the
-settings instead, and ``--pool`` joins rows on purpose.
-
-Variants: a GePPO trial with ``sample_reuse`` is "GePPO" ("GePPO overlapped" when its updates
-ran with a sampling lag, ``overlap_sampling``'s default wherever there is an EnvRunner); without
-it, "PPO" (fixed lr) or "PPO-Adapt" (``adaptive_lr``); RLlib's own PPO is "RLlib PPO",
-Stable-Baselines3's (``run: SB3PPO``) "SB3 PPO"; any other trainable keeps its name.
-
-Given reports' ``table.csv`` files instead, it joins their rows, relabelled by ``--pool``, and
-writes their mean gains across environments (:mod:`~rllib_geppo.report.tables`): the paper's
-six-task means from studies that ran apart.
-
-This module is the command line alone; the package's docstring says which module does what.
+The command line: its arguments, the files it writes into ``--out`` (docs/command_line.md says
+what each holds) and its exit status. Given reports' ``table.csv`` files instead of result
+folders, it joins their rows, relabelled by ``--pool``, with their mean gains across
+environments: the paper's six-task means from studies that ran apart.
 """
 
 from __future__ import annotations
@@ -40,19 +17,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY
+import pandas as pd
+
+from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY, TV_KEY
 from rllib_geppo.records.trial_record import write_record
-from rllib_geppo.report.build import Report, build_report
-from rllib_geppo.report.files import write_csv, write_report
+from rllib_geppo.report.build import Report, build_report, joined_rows
 from rllib_geppo.report.grouping import BASE_LABELS, load_trials, pool_variants, setting_names
-from rllib_geppo.report.markdown import render_markdown
+from rllib_geppo.report.markdown import render_markdown, render_tables
+from rllib_geppo.report.plots import figures
 from rllib_geppo.report.stats import mean_gains
-from rllib_geppo.report.tables import joined_rows, render_tables
 from rllib_geppo.report.trials import ReportError, Trial
 
 logger = logging.getLogger(__name__)
 
 EXIT_BAD_INPUT = 2
+#: The options that read result folders (table.csv files hold rows only).
+FOLDER_OPTIONS = ("budget", "paper", "target", "keep_trials", "baseline", "group_by", "return_key")
 
 
 def _group_by(text: str) -> str:
@@ -64,40 +44,33 @@ def _group_by(text: str) -> str:
     return text.strip()
 
 
-def _pool(text: str) -> tuple[str, tuple[str, ...]]:
-    """Parse ``LABEL=VARIANT,VARIANT,...`` (commas inside brackets, as in a label's
-    ``fcnet_hiddens=[64,64]``, do not split)."""
-
-    def members(value: str) -> tuple[str, ...]:
-        names = tuple(m.strip() for m in re.split(r",(?![^\[]*\])", value) if m.strip())
-        if not names:
-            raise ValueError(value)
-        return names
-
-    return _name_and_value(text, "LABEL=VARIANT,VARIANT,...", members)
+def _members(value: str) -> tuple[str, ...]:
+    """``VARIANT,VARIANT,...`` (commas inside brackets, as in ``fcnet_hiddens=[64,64]``, do not split)."""
+    if not (names := tuple(m.strip() for m in re.split(r",(?![^\[]*\])", value) if m.strip())):
+        raise ValueError(value)
+    return names
 
 
-def _target(text: str) -> tuple[str, float]:
-    """Parse ``ENV=RETURN``."""
-
-    def finite(value: str) -> float:
-        if not math.isfinite(number := float(value)):
-            raise ValueError(value)
-        return number
-
-    return _name_and_value(text, "ENV=RETURN (e.g. Hopper-v5=2500)", finite)
+def _finite(value: str) -> float:
+    if not math.isfinite(number := float(value)):
+        raise ValueError(value)
+    return number
 
 
-def _name_and_value(text: str, form: str, parse: Callable[[str], Any]) -> tuple[str, Any]:
-    """``NAME=VALUE`` as ``(NAME, parse(VALUE))``, split at the first "=", or an argparse error
-    that shows ``form``."""
-    name, _, value = text.partition("=")
-    try:
-        if not name.strip():
-            raise ValueError(name)
-        return name.strip(), parse(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}") from None
+def _name_and(parse: Callable[[str], Any], form: str) -> Callable[[str], tuple[str, Any]]:
+    """An argparse type for ``NAME=VALUE``: ``(NAME, parse(VALUE))``, split at the first "=", or
+    an error that shows ``form``."""
+
+    def name_and_value(text: str) -> tuple[str, Any]:
+        name, _, value = text.partition("=")
+        try:
+            if not name.strip():
+                raise ValueError(name)
+            return name.strip(), parse(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}") from None
+
+    return name_and_value
 
 
 def _env_steps(text: str) -> int:
@@ -132,53 +105,50 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget",
         type=_env_steps,
-        default=None,
-        help="env steps at which 'final' is read, for every environment; trials "
-        "that end before it are flagged and excluded (default: per "
-        "environment, the largest budget every complete trial reaches)",
+        help="env steps at which 'final' is read, for every environment; trials that end before it "
+        "are flagged and excluded (default: per environment, the largest budget every complete "
+        "trial reaches)",
     )
     parser.add_argument(
         "--baseline",
         default="PPO",
-        help="variant the others are compared with (default: PPO, i.e. GePPO "
-        "with sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)",
+        help="variant the others are compared with (default: PPO, i.e. GePPO with "
+        "sample_reuse=False; 'RLlib PPO' compares with RLlib's PPO)",
     )
     parser.add_argument(
         "--group-by",
         type=_group_by,
         default="variant",
         metavar="variant|experiment|SETTING,...",
-        help="label trials by algorithm variant (default) or by the YAML "
-        "experiment they ran in, each followed by every setting their "
-        "trials differ in besides the seed (e.g. 'GePPO lr=0.001'); or by "
-        "variant and the named settings alone (e.g. lr,num_epochs; "
-        "model_config covers its entries), pooling trials that differ in "
-        "others",
+        help="label trials by algorithm variant (default) or by the YAML experiment they ran in, "
+        "each followed by every setting their trials differ in besides the seed (e.g. 'GePPO "
+        "lr=0.001'); or by variant and the named settings alone (e.g. lr,num_epochs; "
+        "model_config covers its entries), pooling trials that differ in others",
     )
     parser.add_argument(
         "--pool",
-        type=_pool,
+        type=_name_and(_members, "LABEL=VARIANT,VARIANT,..."),
         action="append",
         default=[],
         metavar="LABEL=VARIANT,...",
-        help="report these variants as one, labelled LABEL, their trials "
-        "counted together (repeatable); --baseline may name a LABEL",
+        help="report these variants as one, labelled LABEL, their trials counted together "
+        "(repeatable); --baseline may name a LABEL",
     )
     parser.add_argument(
         "--target",
-        type=_target,
+        type=_name_and(_finite, "ENV=RETURN (e.g. Hopper-v5=2500)"),
         action="append",
         default=[],
         metavar="ENV=RETURN",
-        help="a return to reach in ENV (repeatable): table.md adds where each "
-        "variant's mean curve first reaches it, in env steps and training time",
+        help="a return to reach in ENV (repeatable): table.md adds where each variant's mean "
+        "curve first reaches it, in env steps and training time",
     )
     parser.add_argument(
         "--paper",
         action="store_true",
-        help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside "
-        "our GePPO and PPO rows of its six tasks, with the differences in %%; "
-        "needs the default baseline PPO (use with --budget 1e6)",
+        help="put the paper's Table 1 (MuJoCo v3, 1M env steps, 5 seeds) beside our GePPO and PPO "
+        "rows of its six tasks, with the differences in %%; needs the default baseline PPO (use "
+        "with --budget 1e6)",
     )
     parser.add_argument(
         "--keep-trials",
@@ -192,17 +162,16 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--return-key",
         default=RETURN_KEY,
-        help="'/'-separated result key of the return curve "
-        f"(default: {RETURN_KEY}; {EVALUATION_RETURN_KEY} "
-        "reads the evaluation EnvRunners' returns)",
+        help=f"'/'-separated result key of the return curve (default: {RETURN_KEY}; "
+        f"{EVALUATION_RETURN_KEY} reads the evaluation EnvRunners' returns)",
     )
 
 
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; returns the process exit code (2: unusable input)."""
-    if any(path.is_file() for path in args.paths):
-        return run_tables_report(args)
     try:
+        if any(path.is_file() for path in args.paths):
+            return _tables_report(args)
         trials = pool_variants(load_trials(args.paths, args.return_key, args.group_by), args.pool)
         report = build_report(
             trials, args.budget, args.baseline, args.return_key, args.paper, dict(args.target)
@@ -219,35 +188,23 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_tables_report(args: argparse.Namespace) -> int:
-    """Reports' ``table.csv`` files joined (:mod:`rllib_geppo.report.tables`): their rows,
-    relabelled by ``--pool``, and the mean gains across environments."""
-    try:
-        if not all(path.is_file() for path in args.paths):
-            raise ReportError(
-                "pass reports' table.csv files or result folders, not both (a trial's result.json: "
-                "pass its folder)"
-            )
-        folder_only = {
-            "--budget": args.budget is not None,
-            "--paper": args.paper,
-            "--target": args.target,
-            "--keep-trials": args.keep_trials,
-            "--baseline": args.baseline != "PPO",
-            "--group-by": args.group_by != "variant",
-            "--return-key": args.return_key != RETURN_KEY,
-        }
-        if given := [option for option, value in folder_only.items() if value]:
-            raise ReportError(f"{', '.join(given)} read result folders; table.csv files hold rows only")
-        written = {(args.out / name).resolve() for name in ("table.csv", "mean_gains.csv")}
-        if overwritten := [str(p) for p in args.paths if p.resolve() in written]:
-            raise ReportError(
-                f"--out {args.out} would overwrite {', '.join(overwritten)}; pass another --out"
-            )
-        rows = joined_rows(args.paths, args.pool)
-    except ReportError as err:
-        logger.error("%s", err)
-        return EXIT_BAD_INPUT
+def _tables_report(args: argparse.Namespace) -> int:
+    """Reports' ``table.csv`` files joined: their rows, relabelled by ``--pool``, and the mean
+    gains across environments. Raises ReportError for bad input."""
+    if not all(path.is_file() for path in args.paths):
+        raise ReportError(
+            "pass reports' table.csv files or result folders, not both (a trial's result.json: pass "
+            "its folder)"
+        )
+    add_report_arguments(parser := argparse.ArgumentParser())
+    if given := [
+        f"--{k.replace('_', '-')}" for k in FOLDER_OPTIONS if getattr(args, k) != parser.get_default(k)
+    ]:
+        raise ReportError(f"{', '.join(given)} read result folders; table.csv files hold rows only")
+    written = {(args.out / name).resolve() for name in ("table.csv", "mean_gains.csv")}
+    if overwritten := [str(p) for p in args.paths if p.resolve() in written]:
+        raise ReportError(f"--out {args.out} would overwrite {', '.join(overwritten)}; pass another --out")
+    rows = joined_rows(args.paths, args.pool)
     gains = mean_gains(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.md").write_text(text := render_tables(rows, gains, args.paths))
@@ -258,13 +215,44 @@ def run_tables_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_csv(table: pd.DataFrame, path: Path) -> None:
+    """``table`` as CSV: raw numbers, empty cells for NaN, lines ended as RFC 4180 ends them."""
+    table.to_csv(path, index=False, lineterminator="\r\n")
+
+
+def write_report(report: Report, out: Path) -> list[Path]:
+    """Write ``table.md``, the CSVs (table, trials and stability always; paper and mean gains
+    where they have rows) and the figures into ``out``; returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(render_markdown(report))
+    written = [out / "table.md"]
+    tables = {
+        "table.csv": report.rows,
+        "paper.csv": report.paper,
+        "trials.csv": report.trials,
+        "stability.csv": report.stability,
+        "mean_gains.csv": report.mean_gains,
+    }
+    for name, table in tables.items():
+        if name in ("table.csv", "trials.csv", "stability.csv") or not table.empty:
+            write_csv(table, out / name)
+            written.append(out / name)
+    drawn = figures(report)
+    for name, figure in drawn.items():
+        figure.savefig(out / name, dpi=120)
+        written.append(out / name)
+    if "returns_vs_time.png" not in drawn:
+        logger.info("no environment's runs share a window of training time: returns_vs_time.png not written")
+    if "tv.png" not in drawn:
+        logger.info("no trial logged %s: tv.png not written", TV_KEY)
+    return written
+
+
 def keep_trials(trials: Sequence[Trial], report: Report, out: Path) -> int:
     """Write a record (:mod:`rllib_geppo.records.trial_record`) of each trial that the report's
     rows average and that finished (Tune's status TERMINATED), leaving records already in
     ``out`` as they are; returns how many of those trials ``out`` holds."""
-    averaged = set(report.trials.trial)
-    out = out.resolve()
-    kept = 0
+    averaged, out, kept = set(report.trials.trial), out.resolve(), 0
     for trial in trials:
         if trial.path.name not in averaged:
             continue

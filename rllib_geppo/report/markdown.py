@@ -2,23 +2,24 @@
 
 Table 1 per environment and variant (with ``--paper``, the paper's Table 1 beside ours first),
 the steps and time to ``--target`` returns, the update sizes and late changes, the mean gains
-across environments, and the trials left out. Each table is a DataFrame of its cells' text,
-written by pandas (:func:`markdown_table`); :func:`format_return` is how every table writes a
-return and its standard error.
+across environments, and the trials left out; or, for reports' tables joined, their rows and
+mean gains (:func:`render_tables`). Each table is a DataFrame of its cells' text, written by
+pandas (:func:`markdown_table`); :func:`format_return` is how every table writes a return and its
+standard error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import pandas as pd
 from tabulate import DataRow, TableFormat
 
 from rllib_geppo.records.result_keys import EVALUATION_RETURN_KEY, RETURN_KEY
-from rllib_geppo.report import paper as report_paper
 from rllib_geppo.report import stats
-from rllib_geppo.report.build import Report
+from rllib_geppo.report.build import PAPER_BASELINE, PAPER_BUDGET, PAPER_ENV_VERSION, PAPER_SEEDS, Report
 from rllib_geppo.report.grouping import variant_key
 
 #: Markdown's pipe tables with every cell as it is, "| --- |" under the header (tabulate's own
@@ -84,13 +85,13 @@ def _steps_and_time(steps: pd.Series, seconds: pd.Series) -> tuple[pd.Series, pd
 def render_paper_markdown(paper: pd.DataFrame) -> list[str]:
     """The lines of the paper-comparison table (``--paper``): our rows beside Table 1's; *vs PPO*
     and *steps to PPO final* give ours, then the paper's in brackets."""
-    has_ppo = paper.env.isin(paper.env[paper.variant == report_paper.PAPER_BASELINE])
+    has_ppo = paper.env.isin(paper.env[paper.variant == PAPER_BASELINE])
 
     def vs_ppo(ours: str, papers: str) -> pd.Series:
         cells = _pct(paper[ours]).where(has_ppo, "n/a") + paper[papers].map(
             " ({:+.0f}%)".format, na_action="ignore"
         )
-        return cells.mask(paper.variant == report_paper.PAPER_BASELINE, "—")
+        return cells.mask(paper.variant == PAPER_BASELINE, "—")
 
     steps = _millions(paper.steps_to_ppo_final, ".2f").where(has_ppo, "n/a")
     cells = {
@@ -110,8 +111,8 @@ def render_paper_markdown(paper: pd.DataFrame) -> list[str]:
         + (paper.paper_steps_to_ppo_final / 1e6).map(" ({:.2f})".format),
     }
     return [
-        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {report_paper.PAPER_ENV_VERSION} tasks "
-        f"of OpenAI Gym, {report_paper.PAPER_BUDGET / 1e6:.0f}M env steps, {report_paper.PAPER_SEEDS} "
+        f"Paper: Queeney et al. (NeurIPS 2021), Table 1: MuJoCo {PAPER_ENV_VERSION} tasks "
+        f"of OpenAI Gym, {PAPER_BUDGET / 1e6:.0f}M env steps, {PAPER_SEEDS} "
         "seeds. Ours: the env versions and budgets named in the rows, ± one standard error over our "
         "seeds. *vs paper* is (ours - paper) / |paper|; *vs PPO* is GePPO against PPO of the same "
         "source, ours then the paper's in brackets; so is *steps to PPO final*, where the mean curve "
@@ -270,3 +271,26 @@ def mean_gain_lines(gains: pd.DataFrame, variants: Iterable[str]) -> list[str]:
         "",
         *markdown_table(cells.add_prefix("vs ").rename_axis("variant").reset_index()),
     ]
+
+
+def render_tables(rows: pd.DataFrame, gains: pd.DataFrame, sources: Sequence[Path]) -> str:
+    """``table.md`` of tables joined: the rows used, then their mean gains across environments."""
+    cells = pd.DataFrame(
+        {
+            "env": rows.env,
+            "budget (M steps)": (rows.budget / 1e6).map("{:.3g}".format),
+            "variant": rows.variant,
+            "seeds": rows.seeds.astype(str),
+            "avg return": _returns(rows.avg, rows.avg_se),
+            "final return": _returns(rows.final, rows.final_se),
+        }
+    )
+    lines = [
+        "# Results report: tables joined",
+        "",
+        "Rows read from " + ", ".join(f"`{p}`" for p in sources) + "; ± is the standard error over seeds.",
+        "",
+        *markdown_table(cells),
+        *mean_gain_lines(gains, rows.variant),
+    ]
+    return "\n".join(lines) + "\n"

@@ -16,18 +16,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 from matplotlib.transforms import offset_copy
 
-from rllib_geppo.report.build import Report
-from rllib_geppo.report.paper import off_budget
+from rllib_geppo.report.build import Report, off_budget
+from rllib_geppo.report.grouping import VARIANT_ORDER
 
 #: Fixed colours so that a variant looks the same in every panel and figure.
-_KNOWN_COLORS = {
-    "GePPO": "tab:blue",
-    "PPO": "tab:orange",
-    "PPO-Adapt": "tab:green",
-    "RLlib PPO": "tab:red",
-    "SB3 PPO": "tab:purple",
-    "GePPO overlapped": "tab:cyan",
-}
+_KNOWN_COLORS = dict(
+    zip(VARIANT_ORDER, ("tab:blue", "tab:cyan", "tab:orange", "tab:green", "tab:purple", "tab:red"))
+)
 _SPARE_COLORS = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "gold", "navy")
 _PANELS_PER_ROW = 3
 #: A panel with more legend entries than this keeps its legend below it, off the curves, that
@@ -115,16 +110,8 @@ def returns_figure(
             if variant != baseline and isfinite(step):
                 ax.axvline(step, color=colors[variant], linestyle=":")
         for row in () if paper is None else paper[paper.env == env].itertuples():
-            ax.plot(
-                [frame.index[-1]],
-                [row.paper_final],
-                marker="*",
-                markersize=11,
-                linestyle="none",
-                color=colors[row.variant],
-                markeredgecolor="black",
-                label=f"{row.variant}: paper final",
-            )
+            star = dict(markersize=11, markeredgecolor="black", label=f"{row.variant}: paper final")
+            ax.plot([frame.index[-1]], [row.paper_final], "*", color=colors[row.variant], **star)
         _finish(ax, env, "episode return")
     return fig
 

@@ -4,15 +4,20 @@ Finds the trial folders (``params.json`` beside ``result.json``, or a trial reco
 ``result.json.gz``: :mod:`rllib_geppo.records.trial_record`) under the report's paths and
 reads each: its iterations as curves on env steps (a torn last line skipped, iterations repeated
 after a restore replaced), its config, the paper's name for its algorithm variant, and why it
-cannot be averaged (a crash, no results), recorded on the trial rather than raised. Which trials
-form each row is :mod:`rllib_geppo.report.grouping`'s to decide.
+cannot be averaged (a crash, no results), recorded on the trial rather than raised.
+
+A trial's :class:`Settings` are its config flattened to ``"key/subkey" -> value text``. Trials of
+one environment and variant that differ in any setting other than the seed are different
+experiments, never seeds of one: :mod:`rllib_geppo.report.grouping` labels them by the settings
+they differ in ("GePPO lr=0.001").
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -38,14 +43,36 @@ from rllib_geppo.records.trial_record import (
     read_tune_record,
     trial_folders,
 )
-from rllib_geppo.report import settings as report_settings
-from rllib_geppo.report.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+#: Keys that do not change what a trial learns: the seed (trials that differ only in it are the
+#: seeds of one row), the environment (the report's rows are per environment already) and
+#: logging. Keys starting with "__" are Tune's own (``__trial_index__``, ``__stdout_file__``).
+IGNORED = frozenset({"seed", "env", "log_level", "logger_config", "log_sys_usage"})
+#: The value of a setting whose parent mapping the trial recorded without it (its default).
+DEFAULT = "default"
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a function's repr differs per process
 
 
 class ReportError(Exception):
     """Input that leaves nothing to report; the message names the folder and what was expected."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One trial's settings: ``values`` maps ``"key/subkey"`` to the value's text; ``recorded``
+    holds the top-level keys its config has (results written before a setting existed lack it,
+    which is no difference)."""
+
+    values: Mapping[str, str]
+    recorded: frozenset[str]
+
+    def get(self, key: str) -> str | None:
+        """The setting's text, :data:`DEFAULT` where its mapping lacks it, None: not recorded."""
+        if key.split("/", 1)[0] not in self.recorded:
+            return None
+        return self.values.get(key, DEFAULT)
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,7 +88,7 @@ class Trial:
     #: policy update); NaN where not reported. Empty: no results.
     curves: pd.DataFrame
     problem: str | None  # why it cannot be averaged in whatever the budget (crash, no results)
-    settings: Settings = Settings({}, frozenset())  # its config, flattened (report.settings)
+    settings: Settings = Settings({}, frozenset())  # its config, flattened
     algorithm: str = "?"  # the trainable's name (GePPO, PPO, SB3PPO, ...)
     status: str | None = None  # Tune's saved status (TERMINATED: it finished); None: not saved
 
@@ -100,9 +127,9 @@ def find_trial_dirs(paths: Sequence[Path]) -> list[Path]:
 @cache
 def tune_trial_records(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
     """Trial folder name -> Tune's saved record of the trial (``trainable_name``, ``status``), from
-    the newest ``experiment_state-*.json``: Tune's own file format, the one place the report reads
-    it, and the only place that names the trainable of a trial of ``rllib train file`` (whose
-    folder is named after its experiment). Empty when absent or unreadable (copied folders)."""
+    the newest ``experiment_state-*.json``: the only place that names the trainable of a trial of
+    ``rllib train file`` (whose folder is named after its experiment). Empty when absent or
+    unreadable (copied folders)."""
     state = private_ray.experiment_state(experiment_dir)
     if state is None:
         return {}
@@ -111,6 +138,10 @@ def tune_trial_records(experiment_dir: Path) -> Mapping[str, Mapping[str, Any]]:
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
         logger.warning("%s: unreadable experiment state (%s); using folder names", state, err)
         return {}
+
+
+#: This package's algorithms, and what each is without sample reuse.
+ON_POLICY = {"GePPO": "PPO", "GeTRPO": "TRPO", "GeVMPO": "V-MPO"}
 
 
 def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool = False) -> str:
@@ -124,10 +155,6 @@ def variant_name(algorithm: str, params: Mapping[str, Any], *, overlapped: bool 
             return "PPO-Adapt"
         return ON_POLICY[algorithm]
     return {"PPO": "RLlib PPO", "SB3PPO": "SB3 PPO"}.get(algorithm, algorithm)
-
-
-#: This package's algorithms, and what each is without sample reuse.
-ON_POLICY = {"GePPO": "PPO", "GeTRPO": "TRPO", "GeVMPO": "V-MPO"}
 
 
 def read_curves(rows: Sequence[Mapping[str, Any]], return_key: str = RETURN_KEY) -> tuple[pd.DataFrame, bool]:
@@ -163,11 +190,8 @@ def read_curves(rows: Sequence[Mapping[str, Any]], return_key: str = RETURN_KEY)
 def _problem(
     trial_dir: Path, status: str | None, params: Mapping[str, Any], curves: pd.DataFrame, return_key: str
 ) -> str | None:
-    """Why the trial cannot be averaged in whatever the budget, or None.
-
-    Tune's saved status wins over a leftover ``error.txt``, which stays behind when a retry
-    (``max_failures``) succeeds.
-    """
+    """Why the trial cannot be averaged in whatever the budget, or None. Tune's saved status wins
+    over a leftover ``error.txt``, which stays behind when a retry (``max_failures``) succeeds."""
     if status == "ERROR":
         return "crashed (Tune status ERROR)"
     if status is None and (trial_dir / "error.txt").is_file():
@@ -214,11 +238,11 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
         if group_by == "experiment"
         else variant_name(algorithm, config, overlapped=overlapped)
     )
-    settings = report_settings.settings_of(logged, params)
+    settings = settings_of(logged, params)
     model_config = params.get("_model_config", params.get("model_config", config.get("_model_config")))
     if algorithm == "GePPO" and isinstance(model_config or {}, Mapping):
         # One label per network built, whether a run spelled a default out or left it unset.
-        settings = report_settings.replaced(settings, "model_config", mlp_config(model_config))
+        settings = replaced(settings, "model_config", mlp_config(model_config))
     return Trial(
         path=trial_dir,
         env=str(params.get("env") or name_parts[1]),
@@ -230,3 +254,51 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
         algorithm=algorithm,
         status=record.get("status"),
     )
+
+
+def settings_of(*configs: Mapping[str, Any]) -> Settings:
+    """The settings of a trial whose config is ``configs`` merged, later ones winning (the config
+    logged with the results, then ``params.json``). RLlib's private spelling of a public setting
+    (``_model_config``) counts as the setting."""
+    values: dict[str, str] = {}
+    recorded: set[str] = set()
+    for config in configs:
+        for key, value in config.items():
+            name = key[1:] if key.startswith("_") and not key.startswith("__") else key
+            if key.startswith("__") or name in IGNORED:
+                continue
+            recorded.add(name)
+            values.update(_flatten(name, value))
+    return Settings(values, frozenset(recorded))
+
+
+def replaced(settings: Settings, key: str, entries: Mapping[str, Any]) -> Settings:
+    """``settings`` with the mapping ``key``'s ``entries`` set (its other entries kept): for a
+    mapping whose unset entries have defaults that tell trials apart just as set ones do."""
+    return Settings({**settings.values, **dict(_flatten(key, dict(entries)))}, settings.recorded | {key})
+
+
+def _flatten(key: str, value: Any) -> Iterable[tuple[str, str]]:
+    """``("key/subkey", text)`` for each leaf; a value as labels show it: strings bare, numbers
+    and lists as JSON (1.0 as 1)."""
+    if isinstance(value, Mapping):
+        for sub, item in value.items():
+            yield from _flatten(f"{key}/{sub}", item)
+        return
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, str):
+        value = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    yield key, _ADDRESS.sub("", value)
+
+
+def varied(settings: Sequence[Settings]) -> list[str]:
+    """The settings that take more than one value among the trials that record them, sorted."""
+    keys = set().union(*(s.values for s in settings))
+    return sorted(key for key in keys if len({s.get(key) for s in settings} - {None}) > 1)
+
+
+def label(base: str, settings: Settings, keys: Sequence[str]) -> str:
+    """``base`` followed by ``key=value`` for each of ``keys`` ("?" where not recorded)."""
+    parts = [f"{key}={value if (value := settings.get(key)) is not None else '?'}" for key in keys]
+    return " ".join([base, *parts])

@@ -19,9 +19,9 @@ import pytest
 import ray
 import yaml
 
-from rllib_geppo.cli.checkpoints import complete_checkpoints
 from rllib_geppo.cli.main import main
-from rllib_geppo.cli.outcomes import lost_actors
+from rllib_geppo.cli.outcomes import actor_lost
+from rllib_geppo.cli.resume import complete_checkpoints
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 from rllib_geppo.records.checkpoint_manifest import write_manifest
 
@@ -558,7 +558,7 @@ def test_resume_restores_the_trials_in_the_order_the_run_created_them(tmp_path):
 
 
 def test_resume_takes_the_experiment_patterns_it_started_with_and_refuses_others():
-    from rllib_geppo.cli.errors import UserError
+    from rllib_geppo.cli.experiment_file import UserError
     from rllib_geppo.cli.resume import SavedTrial, check_unchanged
 
     saved = [
@@ -668,7 +668,7 @@ def test_shortfall_names_what_no_node_or_no_cluster_has():
     assert shortfall([{"CPU": 2, "doomed": 1}, {"CPU": 2}], "SPREAD", two_nodes) is None
 
 
-def test_the_lost_actors_are_read_from_either_of_rays_errors():
+def test_a_lost_actor_is_read_from_either_of_rays_errors():
     def error_file(*exception: str) -> str:  # Tune's error.txt: a header, Ray's traceback, the error
         return "\n".join(
             [
@@ -692,10 +692,7 @@ def test_the_lost_actors_are_read_from_either_of_rays_errors():
         "The actor is dead because its node has died. Node Id: " + "ab" * 28,
     )
     crashed = error_file("ValueError: observation 7 is NaN")
-    assert lost_actors([unavailable, died, crashed]) == {
-        "17e06a7660d3e293e730664502000000",
-        "c7389fb25d2abf5ea0e4981202000000",
-    }
-    assert lost_actors([crashed]) is None
+    assert actor_lost(unavailable) and actor_lost(died)
+    assert not actor_lost(crashed)
     # Only the last failure counts: an actor lost before a retry that then crashed is not.
-    assert lost_actors([unavailable + "\n" + crashed]) is None
+    assert not actor_lost(unavailable + "\n" + crashed)

@@ -11,9 +11,8 @@ import pytest
 import ray.cloudpickle
 from ray.tune.registry import register_env
 
+from rllib_geppo.cli.console import BudgetReporter, _LineFilter, progress_line
 from rllib_geppo.cli.main import main
-from rllib_geppo.cli.progress import BudgetReporter, progress_line
-from rllib_geppo.cli.quiet import _LineFilter
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -96,7 +95,7 @@ class _Trial:
 
 def test_a_resumed_runs_time_left_counts_only_the_progress_since_it_started(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("rllib_geppo.cli.progress.time.time", lambda: clock[0])
+    monkeypatch.setattr("rllib_geppo.cli.console.time.time", lambda: clock[0])
     stop = {"num_env_steps_sampled_lifetime": 1000}
     reporter = BudgetReporter(results_dir="results/run", stops={"sweep": stop, "sweep-wide": stop})
     # Restored at 600 and 200 of 1,000 env steps (40%); 60 s later at 700 and 300 (50%): 10% a

@@ -1,5 +1,5 @@
-"""The paper's Table 1 beside ours (``--paper``, :mod:`rllib_geppo.report.paper`), and the study
-that runs its tasks.
+"""The paper's Table 1 beside ours (``--paper``, :func:`rllib_geppo.report.build.compare_with_paper`),
+and the study that runs its tasks.
 
 Synthetic 1M-step runs on Hopper-v5, linear again: on the grid [200k, 1M] env steps,
 
@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from rllib_geppo.cli.experiment_file import load_experiments, resolve_trials
-from rllib_geppo.report import paper as report_paper
+from rllib_geppo.report import build as report_paper
 from rllib_geppo.report.build import ROW_COLUMNS, build_report
 from rllib_geppo.report.grouping import load_trials
 from rllib_geppo.report.plots import figures

@@ -1,5 +1,5 @@
 """The report's tables, every value known by hand (:mod:`report_helpers`): the rows that
-:mod:`rllib_geppo.report.build` computes, as :mod:`rllib_geppo.report.files` writes them to the
+:mod:`rllib_geppo.report.build` computes, as :mod:`rllib_geppo.report.main` writes them to the
 CSVs and :mod:`rllib_geppo.report.markdown` to table.md."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Reports' tables joined (:mod:`rllib_geppo.report.tables`): rows read back from ``table.csv``,
-relabelled by ``--pool``, and their mean gains across environments."""
+"""Reports' tables joined (:func:`rllib_geppo.report.build.joined_rows`): rows read back from
+``table.csv``, relabelled by ``--pool``, and their mean gains across environments."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rllib_geppo.report.build import ROW_COLUMNS
-from rllib_geppo.report.files import write_csv
+from rllib_geppo.report.main import write_csv
 
 from helpers import REPO
 from report_helpers import run_cli, write_results
