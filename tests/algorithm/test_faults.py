@@ -473,7 +473,7 @@ def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
     from rllib_geppo.cli.outcomes import error_text, exception_line
 
     def error_message(path):
-        return exception_line(error_text(path) or "")
+        return exception_line(error_text(path))
 
     frames = '  File "geppo.py", line 9, in train\n    raise Error(\n    ^^^^^\n'
     (tmp_path / "error.txt").write_text(
@@ -488,7 +488,7 @@ def test_the_summary_shows_the_first_line_of_the_last_failures_error(tmp_path):
         + "x" * 400
         + "\nits second line\n"
     )
-    assert error_text(tmp_path / "missing.txt") is None
+    assert error_text(tmp_path / "missing.txt") == "" and error_message(tmp_path / "missing.txt") is None
     assert error_message(tmp_path / "error.txt") == "KeyError: " + "x" * 400
     (tmp_path / "died.txt").write_text(
         "Failure # 1 (occurred at 2026)\nThe actor died unexpectedly.\n\tpid: 3\n"
