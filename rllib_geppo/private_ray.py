@@ -90,15 +90,22 @@ def _resolves(name: str) -> bool:
 
 
 def _sets_attribute(cls: type, attribute: str) -> bool:
-    """Whether ``cls`` or a base sets ``self.<attribute>`` in its source."""
+    """Whether the source file of ``cls`` or of a base sets ``self.<attribute>``.
+
+    Whole files, read once each, rather than ``inspect.getsource`` of each class, which parses
+    its module and would cost every process that imports the package half a second."""
     pattern = re.compile(rf"\bself\.{re.escape(attribute)}\s*(:[^=]*)?=[^=]")
-    for klass in cls.__mro__:
-        try:
-            if pattern.search(inspect.getsource(klass)):
-                return True
-        except (OSError, TypeError):
-            continue
-    return False
+    return any(pattern.search(_source_text(klass.__module__)) for klass in cls.__mro__)
+
+
+@functools.cache
+def _source_text(module_name: str) -> str:
+    """A module's source file as text; empty where it has none (builtins, compiled modules)."""
+    try:
+        path = inspect.getsourcefile(importlib.import_module(module_name))
+        return Path(path).read_text() if path else ""
+    except (ImportError, OSError, TypeError):
+        return ""
 
 
 TUNE_REGISTRATION = PrivateNames(

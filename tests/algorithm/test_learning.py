@@ -4,7 +4,8 @@ env steps.
 A random policy scores about 22 on CartPole; with the paper's defaults and n = 512, GePPO
 reached 150-165 after 12 iterations in development runs, GeTRPO 170-223 and GeVMPO 116-151
 (seeds 0 and 1: the best of the last three iterations, 112-265). The margin below is at most
-two thirds of the lowest.
+two thirds of the lowest. The step stays eager: the compiled step is checked against it in
+tests/learner, and compiling it in the last two iterations would double the test's time.
 """
 
 import pytest
@@ -21,7 +22,7 @@ def test_cartpole_return_improves(config_class):
         .environment("CartPole-v1")
         .env_runners(num_env_runners=1)
         .debugging(seed=0)
-        .training(train_batch_size_per_learner=512)
+        .training(train_batch_size_per_learner=512, compile_learner=False)
     )
     algo = config.build_algo()
     try:

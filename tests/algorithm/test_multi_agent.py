@@ -350,7 +350,12 @@ def test_a_none_reward_is_named_not_stored_as_zero():
 
 def test_two_independent_cartpole_policies_learn():
     algo = cartpoles(
-        {"p0", "p1"}, one_per_agent, train_batch_size_per_learner=512, num_epochs=10, num_minibatches=32
+        {"p0", "p1"},
+        one_per_agent,
+        train_batch_size_per_learner=512,
+        num_epochs=10,
+        num_minibatches=32,
+        compile_learner=False,  # eager, as in test_learning.py
     ).build_algo()
     try:
         returns = [algo.train()["env_runners"]["episode_return_mean"] for _ in range(12)]
