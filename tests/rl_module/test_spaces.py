@@ -38,10 +38,12 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def small(env, **env_config) -> GePPOConfig:
+    """The driver samples: a space takes the same connectors and module there as on an EnvRunner
+    (remote sampling is tests/sampling's), without an actor to start."""
     return (
         GePPOConfig()
         .environment(env, env_config=env_config)
-        .env_runners(num_env_runners=1)
+        .env_runners(num_env_runners=0)
         .debugging(seed=0)
         .training(train_batch_size_per_learner=256, num_epochs=2, num_minibatches=4)
     )
