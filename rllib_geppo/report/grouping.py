@@ -151,17 +151,15 @@ def split_by_budget(trials: Sequence[Trial], budget: float | None) -> tuple[floa
 
     Args:
         trials: trials of one environment without a ``problem``.
-        budget: env steps, or None for the largest budget all complete trials reach.
+        budget: env steps, or None for the latest at which every complete trial has a return
+            (:func:`stats.common_budget`).
     """
-    # Per trial: the env steps at its last return, and those its last iteration with one took.
     returned = {t.path: t.curves["return"].dropna().index for t in trials}
-    ends = {path: (s[-1], s[-1] - (s[-2] if len(s) > 1 else 0.0)) for path, s in returned.items()}
     if budget is None:
-        budget = stats.common_budget(list(ends.values()))
-    kept = [t for t in trials if ends[t.path][0] >= budget]
-    flags = [
-        Flag(t, _short_of_budget(t, ends[t.path][0], budget)) for t in trials if ends[t.path][0] < budget
-    ]
+        budget = stats.common_budget([t.curves.index for t in trials], list(returned.values()))
+    ends = {path: steps[-1] for path, steps in returned.items()}  # each trial's last return
+    kept = [t for t in trials if ends[t.path] >= budget]
+    flags = [Flag(t, _short_of_budget(t, ends[t.path], budget)) for t in trials if ends[t.path] < budget]
     return budget, kept, flags
 
 

@@ -114,19 +114,31 @@ def difference_in_se(mean: pd.Series, se: pd.Series, base: pd.Series, base_se: p
     return ((mean - base) / spread).where(np.isfinite(spread) & (spread > 0))
 
 
-def common_budget(ends: Sequence[tuple[float, float]]) -> float:
-    """The largest env-step budget that every trial run to completion covers.
+def common_budget(reports: Sequence[Sequence[float]], returns: Sequence[Sequence[float]]) -> float:
+    """The largest env-step budget at which every complete trial has reported a return.
 
     Args:
-        ends: per trial, (env steps at its last report, env steps of its last iteration).
+        reports: per trial, the env steps of its reports, one per iteration, ascending.
+        returns: per trial, the env steps of those reports that hold a return, ascending.
 
-    Trials stopped by the same ``num_env_steps_sampled_lifetime >= C`` criterion all end in
-    [C, furthest), and the furthest overshoots C by less than one iteration; so a trial ending
-    more than the longest iteration before the furthest stopped early.
+    Trials stopped by the same ``num_env_steps_sampled_lifetime >= C`` criterion all report last
+    in [C, furthest), and the furthest overshoots C by less than one iteration; so a trial whose
+    last report is more than the longest iteration before the furthest stopped early. A complete
+    trial's last return may come up to one return interval (its widest gap between returns) before
+    its last report: an episode ends, or an evaluation runs, only every few iterations. The budget
+    is the earliest of those last returns, so each trial's final return is one it reported or
+    lies between two. A complete trial whose returns stop well before its end (an env that ends
+    no episode once its policy balances) would drag every trial's budget back: it does not count.
     """
-    furthest = max(last for last, _ in ends)
-    longest = max(size for _, size in ends)
-    return min(last for last, _ in ends if last > furthest - longest)
+
+    def widest_gap(steps: Sequence[float]) -> float:
+        return float(np.diff(steps, prepend=0.0).max())
+
+    ends = [steps[-1] for steps in reports]
+    since = max(ends) - max(widest_gap(steps) for steps in reports)  # ending here or before: stopped early
+    complete = [(end, returned) for end, returned in zip(ends, returns) if end > since]
+    current = [returned[-1] for end, returned in complete if end - returned[-1] <= widest_gap(returned)]
+    return min(current or [returned[-1] for _, returned in complete])
 
 
 def mean_gains(rows: pd.DataFrame) -> pd.DataFrame:

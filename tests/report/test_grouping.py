@@ -264,6 +264,22 @@ def test_explicit_budget_reads_final_there_and_keeps_trials_that_reach_it(result
     assert as_float(geppo, "budget") == 6000
 
 
+def test_default_budget_waits_for_a_trial_whose_episodes_end_every_other_iteration(
+    results: Path, tmp_path: Path
+):
+    """It stopped at 9,000 env steps, within one of PPO's 2,000-step iterations of the others'
+    10,000, so it is complete; but that last report holds no return. The budget is its last
+    return, 8,000, where every trial has one: the trial is counted, not flagged as stopped early."""
+    steps = GEPPO_STEPS[:9]
+    every_other = [r if s % 2000 == 0 else float("nan") for s, r in zip(steps, linear(0.2, 100, steps))]
+    write_trial(results / "exp", "GePPO", "Hopper-v5", 4, GEPPO, steps, every_other, 500)
+    out = tmp_path / "out"
+    assert run_cli(results, "--out", out) == 0
+    geppo = read_rows(out)["Hopper-v5", "GePPO"]
+    assert (as_float(geppo, "seeds"), as_float(geppo, "excluded"), as_float(geppo, "budget")) == (3, 0, 8000)
+    assert as_float(geppo, "final") == pytest.approx(1700)  # 0.2 * 8000 + (0, 200, 100) on average
+
+
 def test_budget_beyond_every_trial_is_an_input_error(results: Path, tmp_path: Path, caplog):
     assert run_cli(results, "--out", tmp_path / "out", "--budget", "20000") == 2
     assert "no trial reaches the budget" in caplog.text

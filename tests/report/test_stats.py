@@ -65,10 +65,33 @@ def test_a_seed_does_not_choose_its_own_peak():
     assert changes_from_peak(flat).tolist() == [1.0, 1.0, 0.0]
 
 
+def steps(first: int, last: int, every: int) -> np.ndarray:
+    """Env steps from ``first`` to ``last`` (included), ``every`` apart."""
+    return np.arange(first, last + 1, every, dtype=float)
+
+
 def test_common_budget_ignores_trials_stopped_more_than_an_iteration_short():
-    # Stopped by ">= 1M env steps" with 1024- and 2048-step iterations, and one cut short.
-    assert common_budget([(1_000_448, 1024), (1_001_472, 2048), (600_064, 1024)]) == 1_000_448
-    assert common_budget([(1_001_472, 2048), (999_424, 1024)]) == 1_001_472
+    # Stopped by ">= 1M env steps" with 1024- and 2048-step iterations, and one cut short; a
+    # return every iteration.
+    reports = [steps(1024, 1_000_448, 1024), steps(2048, 1_001_472, 2048), steps(1024, 600_064, 1024)]
+    assert common_budget(reports, reports) == 1_000_448
+    reports = [steps(2048, 1_001_472, 2048), steps(1024, 999_424, 1024)]  # one longest iteration short
+    assert common_budget(reports, reports) == 1_001_472
+
+
+def test_common_budget_is_the_last_return_every_complete_trial_has():
+    """1,000-step episodes on two envs end every other 1,024-step iteration: a complete trial's
+    last return can come one iteration before its last report, and the budget waits for it."""
+    reports = [steps(1024, 1_000_448, 1024), steps(2048, 1_001_472, 2048)]
+    every_other = steps(2048, 999_424, 2048)  # its last report, 1,000,448, holds no return
+    assert common_budget(reports, [every_other, reports[1]]) == 999_424
+
+
+def test_common_budget_passes_over_a_complete_trial_whose_returns_stop_early():
+    """An env that ends no episode once its policy balances: the trial ran to the end, but its
+    last return, at 6,000 env steps, is four iterations back; the others set the budget."""
+    reports = [steps(1000, 10_000, 1000)] * 2
+    assert common_budget(reports, [reports[0], steps(1000, 6000, 1000)]) == 10_000
 
 
 def test_the_grid_holds_every_knot_within_range():
