@@ -27,7 +27,7 @@ from ray.tune.search.variant_generator import assign_value, parse_spec_vars
 
 from rllib_geppo.cli.experiment_file import ExperimentSpec, UserError, resolve_trials, trainable, tune_config
 from rllib_geppo.records.result_keys import lookup
-from rllib_geppo.records.trial_record import PARAMS_FILE, experiment_of, last_row, trial_folders
+from rllib_geppo.records.trial_record import experiment_of, last_row, read_params, trial_folders
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,8 @@ def recorded_trials(folders: Sequence[Path]) -> list[RecordedTrial]:
             experiment = experiment_of(trial_dir.name)
             if experiment is None or trial_dir.name in found:
                 continue
-            try:
-                params = json.loads((trial_dir / PARAMS_FILE).read_text())
-            except (OSError, ValueError):
-                continue
-            if isinstance(params, dict) and (last := last_row(trial_dir)):
+            params = read_params(trial_dir)
+            if params is not None and (last := last_row(trial_dir)):
                 found[trial_dir.name] = RecordedTrial(trial_dir, experiment, params, last)
         if len(found) == before:
             log.warning(

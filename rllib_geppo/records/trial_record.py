@@ -158,6 +158,15 @@ def last_row(trial_dir: Path) -> dict[str, Any] | None:
     return None
 
 
+def read_params(trial_dir: Path) -> dict[str, Any] | None:
+    """The trial's config as Tune saved it (``params.json``), or None when missing or unreadable."""
+    try:
+        params = json.loads((trial_dir / PARAMS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return params if isinstance(params, dict) else None
+
+
 def read_tune_record(trial_dir: Path) -> dict[str, Any]:
     """What a record kept of Tune's saved trial record (``record.json``); empty for a Tune
     folder or an unreadable file."""

@@ -39,6 +39,7 @@ from rllib_geppo.records.result_keys import (
 from rllib_geppo.records.trial_record import (
     experiment_of,
     is_record,
+    read_params,
     read_rows,
     read_tune_record,
     trial_folders,
@@ -205,15 +206,6 @@ def _problem(
     return None
 
 
-def _read_params(trial_dir: Path) -> dict[str, Any]:
-    """The trial's config dict; empty when unreadable."""
-    try:
-        params = json.loads((trial_dir / "params.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return params if isinstance(params, dict) else {}
-
-
 def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "variant") -> Trial:
     """Read one trial folder; problems are recorded on the trial rather than raised.
 
@@ -223,7 +215,7 @@ def load_trial(trial_dir: Path, return_key: str = RETURN_KEY, group_by: str = "v
     record = tune_trial_records(trial_dir.parent).get(trial_dir.name) or read_tune_record(trial_dir)
     # Folder names are "<trainable or experiment>_<id>_...": the fallback for copied folders.
     name_parts = trial_dir.name.split("_") + ["?"]
-    params = _read_params(trial_dir)
+    params = read_params(trial_dir) or {}
     rows = read_rows(trial_dir)
     curves, overlapped = read_curves(rows, return_key)
     # params.json holds only the settings a run file set; the results carry the whole config.
