@@ -29,12 +29,14 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def small_config(env: str = "Pendulum-v1", **training) -> GePPOConfig:
-    """The defaults with a small batch and few gradient steps, so a test takes seconds, and
-    the paper's synchronous loop (overlapped sampling, the default, is tests/algorithm/test_overlap.py's)."""
+    """The defaults with a small batch and few gradient steps, so a test takes seconds, the
+    paper's synchronous loop (overlapped sampling, the default, is tests/algorithm/test_overlap.py's),
+    and sampling in the driver: no EnvRunner process to start where remote sampling is not the
+    subject."""
     return (
         GePPOConfig()
         .environment(env)
-        .env_runners(num_env_runners=1)
+        .env_runners(num_env_runners=0)
         .debugging(seed=0)
         .training(
             train_batch_size_per_learner=256,
@@ -176,8 +178,10 @@ def test_unsupported_action_space_is_named_before_any_env_runner_starts():
 
 @pytest.fixture(scope="module")
 def pendulum_run():
-    """Four iterations of GePPO on Pendulum with one remote EnvRunner; the results and algo."""
-    algo = small_config().build_algo()
+    """Four iterations of GePPO on Pendulum with one remote EnvRunner (whose samples must come
+    from pi_k's weights: test_fresh_samples_have_unit_ratio_and_old_ones_do_not); the results
+    and algo."""
+    algo = small_config().env_runners(num_env_runners=1).build_algo()
     results = [algo.train() for _ in range(4)]
     yield algo, results
     algo.stop()
@@ -315,7 +319,7 @@ def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned
     algo = (
         GePPOConfig()
         .environment("CartPole-v1")
-        .env_runners(num_env_runners=1)
+        .env_runners(num_env_runners=0)
         .debugging(seed=0)
         .training(train_batch_size_per_learner=256, **SCALE)
         .build_algo()
@@ -330,11 +334,7 @@ def test_the_scale_preset_trains_with_20_gradient_steps_per_update_and_its_tuned
 
 
 def test_vectorised_envs_keep_versions_segments_and_statistics_exact():
-    algo = (
-        small_config(reward_scaling="running_return").env_runners(
-            num_env_runners=1, num_envs_per_env_runner=4
-        )
-    ).build_algo()
+    algo = (small_config(reward_scaling="running_return").env_runners(num_envs_per_env_runner=4)).build_algo()
     try:
         results = [algo.train() for _ in range(3)]
         assert [r["num_env_steps_sampled_lifetime"] for r in results] == [256, 512, 768]

@@ -29,13 +29,14 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners ca
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
-def cartpoles(policies: set[str], mapping, **training) -> GePPOConfig:
-    """Two CartPoles, one per agent, on one EnvRunner; small iterations."""
+def cartpoles(policies: set[str], mapping, num_env_runners: int = 0, **training) -> GePPOConfig:
+    """Two CartPoles, one per agent, sampled in the driver (no EnvRunner process to start)
+    unless `num_env_runners` says otherwise; small iterations."""
     return (
         GePPOConfig()
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
         .multi_agent(policies=policies, policy_mapping_fn=mapping)
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+        .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=1)
         .debugging(seed=0)
         .training(**{"train_batch_size_per_learner": 256, "num_epochs": 2, "num_minibatches": 4, **training})
     )
@@ -162,7 +163,8 @@ def test_each_module_keeps_its_own_store_weights_statistics_and_lr(tmp_path):
         # Per-module metrics in RLlib's result layout.
         for module_id in ("p0", "p1"):
             learner = result["learners"][module_id]
-            assert math.isfinite(learner["tv"]) and learner["num_policies"] == 2
+            # Sampled in the driver, each of the 3 stored batches has a behaviour policy of its own.
+            assert math.isfinite(learner["tv"]) and learner["num_policies"] == 3
             assert learner["policy_lr"] == pytest.approx(
                 algo.module_state(module_id).policy_lr / 1.03, rel=0.04
             )
@@ -226,7 +228,7 @@ def test_turn_based_agents_store_only_their_own_moves():
         GePPOConfig()
         .environment(TicTacToe)
         .multi_agent(policies={"player1", "player2"}, policy_mapping_fn=lambda aid, ep, **kw: aid)
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
         .debugging(seed=0)
         .training(train_batch_size_per_learner=128, num_epochs=1, num_minibatches=2)
         .build_algo()

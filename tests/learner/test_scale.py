@@ -31,11 +31,12 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def config(env: str, num_learners: int) -> GePPOConfig:
-    """n = 768 new steps per iteration, whatever the number of learners."""
+    """n = 768 new steps per iteration, whatever the number of learners, sampled in the driver
+    (the subject is the learners; remote sampling gives the same episodes, tests/sampling)."""
     return (
         GePPOConfig()
         .environment(env)
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=2)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
         .learners(num_learners=num_learners)
         .debugging(seed=0)
         .training(
@@ -237,7 +238,7 @@ def test_an_unseeded_runs_shuffle_seed_and_restart_counts_survive_its_state():
     EnvRunners past the seeds already used, also when no seed was set."""
 
     def unseeded():
-        return config("CartPole-v1", 0).debugging(seed=None).env_runners(num_env_runners=0).build_algo()
+        return config("CartPole-v1", 0).debugging(seed=None).build_algo()
 
     original, restored = unseeded(), unseeded()
     try:
