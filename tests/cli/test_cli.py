@@ -9,6 +9,7 @@ import json
 import math
 import os
 import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,10 @@ pytestmark = pytest.mark.usefixtures("no_ray")  # main() starts and stops its ow
 TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml")) + sorted((REPO / "docs").rglob("*.yaml"))
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
-# Two experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each on one
+# Three experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each on one
 # env. The 200-step episodes end in the second iteration only, so the first and last report no
-# return.
+# return. RLlib's PPO samples on a remote EnvRunner, whose start makes Ray's known-harmless
+# messages; the broken simulator's 300th step raises in the third iteration.
 TINY = """
 geppo:
   run: GePPO
@@ -54,7 +56,34 @@ rllib-ppo:
   config:
     <<: *config
     minibatch_size: 64
+    num_env_runners: 1
+broken:
+  run: GePPO
+  env: broken_simulator.BrokenSimulator
+  stop: {training_iteration: 3}
+  config: *config
 """
+
+#: Longer than the 300 characters a summary line once cut errors at.
+LOST_MESH = "the simulator lost its mesh at step 300: " + "cell 17 has a negative volume; " * 12
+
+BROKEN_SIMULATOR = f'''
+import gymnasium as gym
+
+
+class BrokenSimulator(gym.Wrapper):
+    """Pendulum whose 300th step raises, as a crashing simulator would."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 300:
+            raise RuntimeError({LOST_MESH!r})
+        return self.env.step(action)
+'''
 
 GRID = """
 sweep:
@@ -81,34 +110,30 @@ def dry_run(capsys, *argv: str) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
-def test_train_file_writes_results_and_checkpoints(tmp_path):
-    yaml_file = write(tmp_path, TINY, "tiny.yaml")
-    # An evaluation every second iteration: its keys first appear in iteration 2.
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """TINY through the console script, with an evaluation every second iteration (its keys
+    first appear in iteration 2); the storage path and the finished command."""
+    folder = tmp_path_factory.mktemp("tiny")
+    (folder / "broken_simulator.py").write_text(BROKEN_SIMULATOR)  # beside the file: shipped to Ray
+    yaml_file = write(folder, TINY, "tiny.yaml")
+    overrides = ["evaluation_interval=2", "evaluation_duration=1", "evaluation_duration_unit=episodes"]
     proc = subprocess.run(
-        [
-            str(RLLIB),
-            "train",
-            "file",
-            str(yaml_file),
-            "--storage-path",
-            str(tmp_path / "results"),
-            "-c",
-            "evaluation_interval=2",
-            "-c",
-            "evaluation_duration=1",
-            "-c",
-            "evaluation_duration_unit=episodes",
-            "-v",
-        ],
+        [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(folder / "results")]
+        + [arg for override in overrides for arg in ("-c", override)],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "on the new API stack!" in proc.stdout + proc.stderr  # -v: RLlib's messages, unfiltered
+    return folder / "results", proc
+
+
+def test_train_file_writes_results_and_checkpoints(tiny_run):
+    results_dir, proc = tiny_run
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the broken trial failed, the others not
     for experiment in ("geppo", "rllib-ppo"):
-        # Both experiments land in one run directory (results/<file stem>), with all Tune files.
-        (trial_dir,) = (tmp_path / "results" / "tiny").glob(f"{experiment}_*")
+        # All experiments land in one run directory (results/<file stem>), with all Tune files.
+        (trial_dir,) = (results_dir / "tiny").glob(f"{experiment}_*")
         results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
         assert [r["training_iteration"] for r in results] == [1, 2, 3]
         returns = [r["env_runners"].get("episode_return_mean", math.nan) for r in results]
@@ -127,6 +152,57 @@ def test_train_file_writes_results_and_checkpoints(tmp_path):
         # The best return skips iterations without one (Tune's own max is NaN after them).
         assert f"best return {returns[1]:.2f}" in summary
         assert f"checkpoint {trial_dir}/checkpoint_" in summary
+
+
+def event_tags(trial_dir: Path) -> set[str]:
+    """Scalar tags in a trial's TensorBoard event file (TFRecord framing, tensorboardX protos)."""
+    from tensorboardX.proto import event_pb2
+
+    (path,) = trial_dir.glob("events.out.tfevents.*")
+    data, tags, i = path.read_bytes(), set(), 0
+    while i < len(data):
+        (length,) = struct.unpack("<Q", data[i : i + 8])
+        event = event_pb2.Event.FromString(data[i + 12 : i + 12 + length])
+        tags |= {value.tag for value in event.summary.value}
+        i += 12 + length + 4
+    return tags
+
+
+def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(tiny_run):
+    """What a user sees while training: known-harmless messages hidden, real errors shown,
+    progress toward the stop budget, the real results folder, GePPO's scalars in TensorBoard."""
+    results_dir, proc = tiny_run
+    console, run_dir = proc.stdout + proc.stderr, results_dir / "tiny"
+    for noise in (
+        "on the new API stack!",
+        "RLModuleConfig object",
+        "constructor arguments in the object store",
+        "Install gputil",
+        "Token authentication",
+    ):
+        assert noise not in console, noise
+    # A real error reaches the user: the failed trial's summary line ends with its message.
+    (summary,) = [line for line in console.splitlines() if line.startswith("  broken_") and ": ERROR" in line]
+    assert f"env.step() failed with RuntimeError: {LOST_MESH}. Fix the environment" in summary, summary
+    assert f", error {run_dir}/broken_" in summary and summary.endswith("/error.txt"), summary
+    assert f"Results: {run_dir}" in console
+    assert "Progress: iterations" in console
+    # Tune's tables name the trials' folders under the storage path, not Tune's staging folder in
+    # Ray's session directory (which Ray's own warnings, e.g. of a nearly full disk, may still name).
+    assert "Result logdir" not in console
+    error_rows = [line for line in console.splitlines() if line.startswith("|") and "error.txt" in line]
+    assert error_rows and all(str(run_dir) in row for row in error_rows), error_rows
+    (trial_dir,) = run_dir.glob("geppo_*")
+    tags = event_tags(trial_dir)
+    for key in (
+        "env_runners/episode_return_mean",
+        "learners/default_policy/tv",
+        "learners/default_policy/tv_target",
+        "learners/default_policy/policy_lr",
+        "learners/default_policy/clip_fraction",
+        "learners/default_policy/effective_sample_size",
+    ):
+        assert f"ray/tune/{key}" in tags, key
 
 
 def test_python_m_dry_run_resolves_grid_search(tmp_path):
