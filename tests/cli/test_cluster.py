@@ -1,11 +1,11 @@
 """Multi-node behaviour on a simulated cluster (ray.cluster_utils.Cluster: raylets on one host).
 
 A head node with 1 CPU and a worker node with 2 CPUs and a custom resource `worker_node`:
-EnvRunners spread over both nodes, a custom resource pins them, a Tune sweep of two trials
-completes; a trial whose node is lost is retried (`max_failures`), waits with a warning that
-names the missing resource while no node has it, then fails naming the lost nodes and the
-command that resumes it. And the cluster commands of docs/cluster_and_gpu.md as
-written (`ray start`, token authentication), which `rllib train file --address` joins.
+EnvRunners spread over both nodes and a custom resource pins them; a trial whose node is lost is
+retried (`max_failures`), waits with a warning that names the missing resource while no node has
+it, then fails naming the lost nodes and the command that resumes it. And the cluster commands of
+docs/cluster_and_gpu.md as written (`ray start`, token authentication), which `rllib train file
+--address` joins to run a sweep of two trials.
 """
 
 import csv
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 import ray
-from ray import tune
 from ray.cluster_utils import Cluster
 from ray.tune.registry import get_trainable_cls
 
@@ -101,19 +100,6 @@ def test_custom_resource_pins_env_runners_to_the_worker_node(cluster):
         algo.stop()
 
 
-def test_tune_sweep_of_two_trials_completes(cluster, tmp_path):
-    param_space = small_config(num_env_runners=0).to_dict() | {"seed": tune.grid_search([0, 1])}
-    tuner = tune.Tuner(
-        ALGO,
-        param_space=param_space,
-        run_config=tune.RunConfig(storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0),
-    )
-    results = tuner.fit()
-    assert len(results) == 2 and not results.errors
-    assert sorted(r.config["seed"] for r in results) == [0, 1]
-    assert all(r.metrics["num_env_steps_sampled_lifetime"] > 0 for r in results)
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -159,7 +145,8 @@ def test_the_documented_commands_start_a_cluster_that_the_cli_joins_with_its_tok
         yaml_file = tmp_path / "on_cluster.yaml"
         yaml_file.write_text(
             f"on-cluster:\n  run: {ALGO}\n  env: {ENV}\n  stop: {{training_iteration: 1}}\n"
-            "  config: {train_batch_size_per_learner: 200, num_epochs: 1, num_env_runners: 0}\n"
+            "  config: {train_batch_size_per_learner: 200, num_epochs: 1, num_env_runners: 0,\n"
+            "           seed: {grid_search: [0, 1]}}\n"
         )
         rllib = [
             sys.executable,
@@ -191,8 +178,12 @@ def test_the_documented_commands_start_a_cluster_that_the_cli_joins_with_its_tok
         )
         assert joined.returncode == 0, joined.stderr[-3000:]
         assert "'CPU': 2.0" in joined.stderr  # both nodes; a Ray of its own would have this machine's
-        (result_file,) = Path(tmp_path, "results", "on_cluster").glob("on-cluster_*/result.json")
-        assert json.loads(result_file.read_text().splitlines()[-1])["training_iteration"] == 1
+        # A sweep of two trials, one CPU each: both complete.
+        results = [
+            json.loads(path.read_text().splitlines()[-1])
+            for path in Path(tmp_path, "results", "on_cluster").glob("on-cluster_*/result.json")
+        ]
+        assert sorted((r["config"]["seed"], r["training_iteration"]) for r in results) == [(0, 1), (1, 1)]
     finally:
         for proc in started:  # each `ray start` left its Ray processes in its process group
             os.killpg(proc.pid, signal.SIGKILL)
