@@ -17,14 +17,17 @@ N = 256
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
-def overlapped() -> GePPOConfig:
-    """GePPO's defaults (one EnvRunner, so sampling overlaps), small."""
-    return (
+def overlapped(remote: bool = True) -> GePPOConfig:
+    """GePPO's defaults (one EnvRunner, so sampling overlaps), small. With `remote=False` the
+    driver samples, in a thread of its own while the learner updates: the same lag, and no
+    EnvRunner process to start where the lag's arithmetic is the subject."""
+    config = (
         GePPOConfig()
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .training(train_batch_size_per_learner=N, num_epochs=2, num_minibatches=4)
     )
+    return config if remote else config.env_runners(num_env_runners=0).training(overlap_sampling=True)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +91,7 @@ def test_weights_follow_the_lag_and_the_clip_range_stays_synchronous_geppos(run)
 
 
 def test_the_bound_rule_shrinks_the_clip_range_by_the_lag():
-    algo = overlapped().training(lag_clip_rule="bound").build_algo()
+    algo = overlapped(remote=False).training(lag_clip_rule="bound").build_algo()
     try:
         stats = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(2)]
     finally:
@@ -132,7 +135,7 @@ def test_checkpoint_restores_with_nothing_lost_or_duplicated(run, tmp_path):
 def test_a_sample_lag_holds_the_env_runners_weights_back():
     """sample_lag=3 under overlapped sampling: the EnvRunners act with the policy 2 updates
     behind the newest, so every update's youngest batch is 3 old once the lag has built up."""
-    algo = overlapped().training(sample_lag=3).build_algo()
+    algo = overlapped(remote=False).training(sample_lag=3).build_algo()
     try:
         stats = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(6)]
         assert [s["sample_lag"] for s in stats] == [0, 1, 2, 3, 3, 3]
