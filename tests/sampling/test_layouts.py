@@ -81,7 +81,7 @@ def test_sampler_seeds_share_nothing_across_trials_samplers_envs_and_roles():
 
 
 def test_each_env_of_an_env_runner_is_reset_with_its_own_seed():
-    algo = config(num_envs_per_env_runner=2, seed=7).build_algo()
+    algo = config(num_env_runners=0, num_envs_per_env_runner=2, seed=7).build_algo()
     try:
         episodes = synchronous_parallel_sample(
             worker_set=algo.env_runner_group, max_env_steps=8, _uses_new_env_runners=True
