@@ -172,12 +172,31 @@ def test_one_update_ends_at_the_same_parameters_and_metrics_on_both_stacks():
 
 
 @pytest.fixture(scope="module")
-def pendulum_run():
-    """Four iterations of GePPO on Pendulum with one remote RolloutWorker; the results and algo."""
+def built():
+    """GePPO on Pendulum with one remote RolloutWorker: the algo, and what it held as built."""
     algo = small_config().build_algo()
-    results = [algo.train() for _ in range(4)]
-    yield algo, results
+    yield algo, before_training(algo)
     algo.stop()
+
+
+@pytest.fixture(scope="module")
+def pendulum_run(built):
+    """Four iterations of the built algo; the algo and the results."""
+    algo, _ = built
+    return algo, [algo.train() for _ in range(4)]
+
+
+def before_training(algo) -> dict:
+    """The driver's and the remote worker's weights as built, and pi_0 / mu of a first batch from
+    the remote worker."""
+    local = {name: np.array(value) for name, value in algo.get_policy().get_weights().items()}  # copies
+    [remote] = algo.env_runner_group.foreach_env_runner(
+        lambda worker: worker.get_policy().get_weights(), local_env_runner=False
+    )
+    batch = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64)
+    batch = batch.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
+    pi0 = algo.get_policy().compute_log_likelihoods(batch["actions"], batch["obs"])
+    return {"local": local, "remote": remote, "ratio": np.exp(pi0.numpy() - batch["action_logp"])}
 
 
 def test_metrics_present_and_finite(pendulum_run):
@@ -340,25 +359,14 @@ def test_rllib_train_file_runs_the_old_stack(tmp_path):
     assert all(math.isfinite(learner_stats(r)["tv"]) for r in results)
 
 
-def test_the_remote_rollout_worker_starts_with_the_driver_s_weights():
+def test_the_remote_rollout_worker_starts_with_the_driver_s_weights(built):
     """Each RolloutWorker builds its policy with its own initial weights; GePPO's pi_0 is the
     driver's, and the first batch's behaviour policy must be it, so that pi_0 / mu = 1."""
-    algo = small_config().build()
-    try:
-        local = algo.get_policy().get_weights()
-        [remote] = algo.env_runner_group.foreach_env_runner(
-            lambda worker: worker.get_policy().get_weights(), local_env_runner=False
-        )
-        assert local.keys() == remote.keys()
-        for name in local:
-            np.testing.assert_array_equal(remote[name], local[name], err_msg=name)
-        # A first batch from the remote worker: pi_0 / mu = 1 on every sample.
-        batch = synchronous_parallel_sample(worker_set=algo.env_runner_group, max_env_steps=64)
-        batch = batch.as_multi_agent().policy_batches[DEFAULT_POLICY_ID]
-        pi0 = algo.get_policy().compute_log_likelihoods(batch["actions"], batch["obs"])
-        np.testing.assert_allclose(np.exp(pi0.numpy() - batch["action_logp"]), 1.0, rtol=1e-5)
-    finally:
-        algo.stop()
+    _, record = built
+    assert record["local"].keys() == record["remote"].keys()
+    for name, value in record["local"].items():
+        np.testing.assert_array_equal(record["remote"][name], value, err_msg=name)
+    np.testing.assert_allclose(record["ratio"], 1.0, rtol=1e-5)
 
 
 def test_rllib_s_mean_std_filter_gives_way_to_the_default_model_s_own_normalisation():
