@@ -35,10 +35,9 @@ pytestmark = pytest.mark.usefixtures("no_ray")  # main() starts and stops its ow
 TUNED_EXAMPLES = sorted((REPO / "tuned_examples").glob("*.yaml")) + sorted((REPO / "docs").rglob("*.yaml"))
 RLLIB = Path(sys.executable).with_name("rllib")  # the console script installed with the package
 
-# Three experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each on one
+# Two experiments, two algorithms, one Tune run: 3 iterations of 128 Pendulum steps each on one
 # env. The 200-step episodes end in the second iteration only, so the first and last report no
-# return. RLlib's PPO samples on a remote EnvRunner, whose start makes Ray's known-harmless
-# messages; the broken simulator's 300th step raises in the third iteration.
+# return.
 TINY = """
 geppo:
   run: GePPO
@@ -56,13 +55,21 @@ rllib-ppo:
   config:
     <<: *config
     minibatch_size: 64
-    num_env_runners: 1
-broken:
+"""
+
+# The run that test_train_file_writes_results_and_checkpoints and
+# test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files read: TINY with
+# RLlib's PPO on a remote EnvRunner (whose start makes Ray's known-harmless messages), and a
+# third experiment whose simulator's 300th step raises, in its third iteration.
+TINY_RUN = (
+    TINY.replace("    minibatch_size: 64\n", "    minibatch_size: 64\n    num_env_runners: 1\n")
+    + """broken:
   run: GePPO
   env: broken_simulator.BrokenSimulator
   stop: {training_iteration: 3}
   config: *config
 """
+)
 
 #: Longer than the 300 characters a summary line once cut errors at.
 LOST_MESH = "the simulator lost its mesh at step 300: " + "cell 17 has a negative volume; " * 12
@@ -112,11 +119,11 @@ def dry_run(capsys, *argv: str) -> dict:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """TINY through the console script, with an evaluation every second iteration (its keys
-    first appear in iteration 2); the storage path and the finished command."""
+    """TINY_RUN through the console script, with an evaluation every second iteration (its
+    keys first appear in iteration 2); the storage path and the finished command."""
     folder = tmp_path_factory.mktemp("tiny")
     (folder / "broken_simulator.py").write_text(BROKEN_SIMULATOR)  # beside the file: shipped to Ray
-    yaml_file = write(folder, TINY, "tiny.yaml")
+    yaml_file = write(folder, TINY_RUN, "tiny.yaml")
     overrides = ["evaluation_interval=2", "evaluation_duration=1", "evaluation_duration_unit=episodes"]
     proc = subprocess.run(
         [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(folder / "results")]
