@@ -1,12 +1,13 @@
 """GePPO, GeTRPO and GeVMPO learn: CartPole-v1 with a fixed seed clearly improves within ~6k
 env steps.
 
-A random policy scores about 22 on CartPole. With the paper's defaults, n = 512 sampled in the
-driver, the best return of the last three of 12 iterations was, for seeds 0 and 1: GePPO 285
-and 500, GeTRPO 500 and 268, GeVMPO 500 and 398 (an iteration in which no episode ends reports
-NaN). The margin below is less than half of the lowest. The step stays eager: the compiled step
-is checked against it in tests/learner, and compiling it in the last two iterations would double
-the test's time.
+A random policy scores about 22 on CartPole. With the paper's defaults, n = 512 and the default
+overlapped loop (here in the driver, the next batch sampled in a thread during the update), the
+best return of the last three of 12 iterations was, for seeds 0 and 1: GePPO 163 and 208,
+GeTRPO 223 and 154, GeVMPO 152 and 266 (an iteration in which no episode ended reports NaN). The
+margin below is about half of the lowest. The step stays eager: the compiled step is checked
+against it in tests/learner, and compiling it in the last two iterations would double the
+test's time.
 """
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_cartpole_return_improves(config_class):
         .environment("CartPole-v1")
         .env_runners(num_env_runners=0)
         .debugging(seed=0)
-        .training(train_batch_size_per_learner=512, compile_learner=False)
+        .training(train_batch_size_per_learner=512, compile_learner=False, overlap_sampling=True)
     )
     algo = config.build_algo()
     try:
@@ -32,4 +33,4 @@ def test_cartpole_return_improves(config_class):
     finally:
         algo.stop()
     assert returns[0] < 40
-    assert np.nanmax(returns[-3:]) > 120, returns
+    assert np.nanmax(returns[-3:]) > 80, returns

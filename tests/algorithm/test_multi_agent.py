@@ -29,14 +29,14 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # EnvRunners ca
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
-def cartpoles(policies: set[str], mapping, num_env_runners: int = 0, **training) -> GePPOConfig:
-    """Two CartPoles, one per agent, sampled in the driver (no EnvRunner process to start)
-    unless `num_env_runners` says otherwise; small iterations."""
+def cartpoles(policies: set[str], mapping, **training) -> GePPOConfig:
+    """Two CartPoles, one per agent, sampled in the driver (no EnvRunner process to start);
+    small iterations."""
     return (
         GePPOConfig()
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
         .multi_agent(policies=policies, policy_mapping_fn=mapping)
-        .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=1)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
         .debugging(seed=0)
         .training(**{"train_batch_size_per_learner": 256, "num_epochs": 2, "num_minibatches": 4, **training})
     )
@@ -163,7 +163,8 @@ def test_each_module_keeps_its_own_store_weights_statistics_and_lr(tmp_path):
         # Per-module metrics in RLlib's result layout.
         for module_id in ("p0", "p1"):
             learner = result["learners"][module_id]
-            # Sampled in the driver, each of the 3 stored batches has a behaviour policy of its own.
+            # Synchronous sampling (the driver's default): each of the 3 stored batches has a
+            # behaviour policy of its own.
             assert math.isfinite(learner["tv"]) and learner["num_policies"] == 3
             assert learner["policy_lr"] == pytest.approx(
                 algo.module_state(module_id).policy_lr / 1.03, rel=0.04
@@ -351,6 +352,8 @@ def test_a_none_reward_is_named_not_stored_as_zero():
 
 
 def test_two_independent_cartpole_policies_learn():
+    """The default overlapped loop, in the driver (as in test_learning.py): the best of the last
+    three of 12 iterations was 622 and 337 for seeds 0 and 1, the first 41 and 45."""
     algo = cartpoles(
         {"p0", "p1"},
         one_per_agent,
@@ -358,6 +361,7 @@ def test_two_independent_cartpole_policies_learn():
         num_epochs=10,
         num_minibatches=32,
         compile_learner=False,  # eager, as in test_learning.py
+        overlap_sampling=True,
     ).build_algo()
     try:
         returns = [algo.train()["env_runners"]["episode_return_mean"] for _ in range(12)]
@@ -365,7 +369,7 @@ def test_two_independent_cartpole_policies_learn():
         algo.stop()
     # Two agents' returns summed: about 44 for random policies.
     assert returns[0] < 80
-    assert max(returns[-3:]) > 160, returns
+    assert np.nanmax(returns[-3:]) > 160, returns
 
 
 def test_the_multi_agent_tuned_example_builds_valid_configs():

@@ -133,8 +133,8 @@ def test_checkpoint_restores_with_nothing_lost_or_duplicated(run, tmp_path):
 
 
 def test_a_sample_lag_holds_the_env_runners_weights_back():
-    """sample_lag=3 under overlapped sampling: the EnvRunners act with the policy 2 updates
-    behind the newest, so every update's youngest batch is 3 old once the lag has built up."""
+    """sample_lag=3 under overlapped sampling: the driver's EnvRunner acts with the policy 2
+    updates behind the newest, so every update's youngest batch is 3 old once the lag has built up."""
     algo = overlapped(remote=False).training(sample_lag=3).build_algo()
     try:
         stats = [algo.train()["learners"][DEFAULT_MODULE_ID] for _ in range(6)]

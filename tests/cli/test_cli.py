@@ -58,18 +58,34 @@ rllib-ppo:
 """
 
 # The run that test_train_file_writes_results_and_checkpoints and
-# test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files read: TINY with
-# RLlib's PPO on a remote EnvRunner (whose start makes Ray's known-harmless messages), and a
-# third experiment whose simulator's 300th step raises, in its third iteration.
-TINY_RUN = (
-    TINY.replace("    minibatch_size: 64\n", "    minibatch_size: 64\n    num_env_runners: 1\n")
-    + """broken:
+# test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files read: TINY's two
+# experiments, stopped on env steps (384: 3 iterations), RLlib's PPO on a remote EnvRunner (whose
+# start makes Ray's known-harmless messages), and a third experiment whose simulator's 300th
+# step raises, in its third iteration.
+TINY_RUN = """
+geppo:
+  run: GePPO
+  env: Pendulum-v1
+  stop: {num_env_steps_sampled_lifetime: 384}
+  config: &config
+    train_batch_size_per_learner: 128
+    num_epochs: 1
+    num_env_runners: 0
+    num_envs_per_env_runner: 1
+rllib-ppo:
+  run: PPO
+  env: Pendulum-v1
+  stop: {num_env_steps_sampled_lifetime: 384}
+  config:
+    <<: *config
+    minibatch_size: 64
+    num_env_runners: 1
+broken:
   run: GePPO
   env: broken_simulator.BrokenSimulator
-  stop: {training_iteration: 3}
+  stop: {num_env_steps_sampled_lifetime: 384}
   config: *config
 """
-)
 
 #: Longer than the 300 characters a summary line once cut errors at.
 LOST_MESH = "the simulator lost its mesh at step 300: " + "cell 17 has a negative volume; " * 12
@@ -179,6 +195,7 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
     """What a user sees while training: known-harmless messages hidden, real errors shown,
     progress toward the stop budget, the real results folder, GePPO's scalars in TensorBoard."""
     results_dir, proc = tiny_run
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the broken trial failed
     console, run_dir = proc.stdout + proc.stderr, results_dir / "tiny"
     for noise in (
         "on the new API stack!",
@@ -193,7 +210,7 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
     assert f"env.step() failed with RuntimeError: {LOST_MESH}. Fix the environment" in summary, summary
     assert f", error {run_dir}/broken_" in summary and summary.endswith("/error.txt"), summary
     assert f"Results: {run_dir}" in console
-    assert "Progress: iterations" in console
+    assert "Progress: env steps" in console
     # Tune's tables name the trials' folders under the storage path, not Tune's staging folder in
     # Ray's session directory (which Ray's own warnings, e.g. of a nearly full disk, may still name).
     assert "Result logdir" not in console

@@ -110,7 +110,8 @@ def test_the_documented_commands_start_a_cluster_that_the_cli_joins_with_its_tok
     """docs/cluster_and_gpu.md's commands as written, head and worker on this machine (with a
     temp dir and ports of their own besides, so as not to meet another Ray here), in a home
     folder of their own; `rllib train file --address` joins that cluster instead of starting a
-    Ray, and without the token it exits at once, saying why."""
+    Ray and runs a sweep of two trials there, and without the token it exits at once, saying
+    why."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
     env["HOME"] = str(tmp_path)
     ray_cli = str(Path(sys.executable).with_name("ray"))

@@ -1,7 +1,7 @@
 """`rllib train file` stopped and resumed: a run killed with SIGKILL (Tune's saved state behind
 the checkpoints) and one stopped with SIGTERM (a checkpoint, a summary and the resume command),
-each resumed; and a run that samples nothing has failed. Real runs of the console script in
-subprocesses, each with its own local Ray."""
+each resumed; and a run that samples nothing has failed (shown with -v: RLlib's messages too).
+Real runs of the console script in subprocesses, each with its own local Ray."""
 
 import csv
 import hashlib
@@ -256,7 +256,7 @@ def test_a_run_that_sampled_no_env_step_has_failed(tmp_path):
     (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
     (tmp_path / "broken.yaml").write_text(BROKEN_RUN)
     run = start(
-        ["train", "file", tmp_path / "broken.yaml", "--storage-path", tmp_path / "r"],
+        ["train", "file", tmp_path / "broken.yaml", "--storage-path", tmp_path / "r", "-v"],
         tmp_path / "out",
         PYTHONPATH=str(tmp_path),
     )  # the env's module, for Ray's workers too
@@ -269,3 +269,4 @@ def test_a_run_that_sampled_no_env_step_has_failed(tmp_path):
     assert ": ERROR, " in line and "env steps 0" in line
     assert "it sampled no env step: every sample failed" in line
     assert "RuntimeError: the simulator is broken" in out  # the EnvRunner's error, above it
+    assert "on the new API stack!" in out  # -v: RLlib's known-harmless messages, unfiltered

@@ -181,7 +181,8 @@ def built():
 
 @pytest.fixture(scope="module")
 def pendulum_run(built):
-    """Four iterations of the built algo; the algo and the results."""
+    """Four iterations of the built algo (after `built`'s sample of 64 steps: they start
+    mid-episode); the algo and the results."""
     algo, _ = built
     return algo, [algo.train() for _ in range(4)]
 
