@@ -5,6 +5,7 @@ fewer, larger gradient steps (the scale preset), side by side.
     python benchmarks/learner_update.py --n 4096 --rounds 5      # a larger batch per iteration
     python benchmarks/learner_update.py --n 4096 --only "8 steps"  # one setting beside the paper's
     python benchmarks/learner_update.py --only "paper, general step"  # the hand-derived step's gain
+    python benchmarks/learner_update.py --algorithm GeTRPO --only "paper, general step"  # its critic's
 
 For each setting one Algorithm samples in the driver (``num_env_runners=0``, synchronous) until
 its store is full (M = 4 batches of n new env steps; n / 512 envs, so every env collects 512
@@ -21,7 +22,9 @@ Settings: the paper's (10 epochs x 32 minibatches: 320 steps, the hand-derived s
 ahead of time), the same with the hand-derived step compiled by ``torch.compile`` only, the same
 with the general (autograd) step (``hand_derived_step=False``), the study's 80
 steps, the preset (``rllib_geppo.presets.SCALE``, 20 steps) and 8 steps
-(docs/results/learner_steps/README.md).
+(docs/results/learner_steps/README.md). With ``--algorithm GeTRPO`` or ``GeVMPO`` the gradient
+steps are the critic's (the policy takes one natural-gradient step), by hand or by autograd;
+the ``torch.compile`` setting is GePPO's only.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import ray
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from rllib_geppo import GePPOConfig
+from rllib_geppo import GePPOConfig, GeTRPOConfig, GeVMPOConfig
 from rllib_geppo.learner.step_path import StepChoice
 from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 from rllib_geppo.presets import SCALE
@@ -50,6 +53,7 @@ class TorchCompileLearner(GePPOTorchLearner):
         return dataclasses.replace(choice, path="hand_compiled") if choice.path == "hand_aot" else choice
 
 
+ALGORITHMS = {"GePPO": GePPOConfig, "GeTRPO": GeTRPOConfig, "GeVMPO": GeVMPOConfig}
 PAPER = "paper (320 steps)"
 SETTINGS = {
     PAPER: {"num_epochs": 10, "num_minibatches": 32},
@@ -65,21 +69,23 @@ SETTINGS = {
 }
 
 
-def filled(env: str, n: int, setting: dict, *, seed: int = 0):
-    """An Algorithm with ``setting`` whose store is full and whose gradient step is compiled."""
+def filled(algorithm: str, env: str, n: int, setting: dict, *, seed: int = 0):
+    """An Algorithm with ``setting`` whose store is full and whose gradient step is compiled,
+    and the step path its last iteration reported."""
     setting = dict(setting)
+    config = ALGORITHMS[algorithm]()
+    if "learner_class" in setting:
+        config.learners(learner_class=setting.pop("learner_class"))
     algo = (
-        GePPOConfig()
-        .environment(env)
-        .learners(learner_class=setting.pop("learner_class", GePPOTorchLearner))
+        config.environment(env)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=max(1, n // 512))
         .training(train_batch_size_per_learner=n, overlap_sampling=False, compile_learner=True, **setting)
         .debugging(seed=seed)
         .build_algo()
     )
     for _ in range(len(algo.stores.nu) + 1):
-        algo.train()
-    return algo
+        result = algo.train()
+    return algo, result["learners"][DEFAULT_MODULE_ID]["step_path"]
 
 
 def seconds_per_update(algo) -> float:
@@ -103,26 +109,37 @@ def main() -> None:
         default=tuple(SETTINGS),
         help="time only these settings (the paper's is always timed: the ratios' base)",
     )
+    parser.add_argument("--algorithm", choices=tuple(ALGORITHMS), default="GePPO")
     args = parser.parse_args()
+    if args.algorithm != "GePPO" and "paper, torch.compile step" in args.only:
+        args.only = [name for name in args.only if name != "paper, torch.compile step"]
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     torch.set_num_threads(1)
     names = [name for name in SETTINGS if name == PAPER or name in args.only]
-    algos = {name: filled(args.env, args.n, SETTINGS[name]) for name in names}
+    built = {name: filled(args.algorithm, args.env, args.n, SETTINGS[name]) for name in names}
+    algos = {name: algo for name, (algo, _) in built.items()}
     times: dict[str, list[float]] = {name: [] for name in algos}
     for _ in range(args.rounds):
         for name, algo in algos.items():
             times[name].append(seconds_per_update(algo))
     paper = statistics.median(times[PAPER])
     print(
-        f"{args.env}, n = {args.n:,} new env steps per iteration, store {len(algos[PAPER].config.nu)} x n; "
+        f"{args.algorithm} on {args.env}, n = {args.n:,} new env steps per iteration, "
+        f"store {len(algos[PAPER].config.nu)} x n; "
         f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}"
     )
-    print(f"  {'setting':28s}{'steps/update':>14}{'ms/update':>11}{'s per 1k env steps':>20}{'vs paper':>10}")
+    print(
+        f"  {'setting':28s}{'step path':>17}{'steps/update':>14}{'ms/update':>11}"
+        f"{'s per 1k env steps':>20}{'vs paper':>10}"
+    )
     for name, algo in algos.items():
         median = statistics.median(times[name])
         steps = algo.config.num_epochs * algo.stores.update_inputs(DEFAULT_MODULE_ID).minibatches_per_epoch
         per_step = median / args.n * 1e3
-        print(f"  {name:28s}{steps:>14}{median * 1e3:>11.1f}{per_step:>20.4f}{paper / median:>9.2f}x")
+        path = built[name][1]
+        print(
+            f"  {name:28s}{path:>17}{steps:>14}{median * 1e3:>11.1f}{per_step:>20.4f}{paper / median:>9.2f}x"
+        )
     for algo in algos.values():
         algo.stop()
 

@@ -14,7 +14,8 @@ The math is that of ``objective.geppo_losses``, ``gradients.clip_and_check`` wit
 ``scope="policy"`` and ``clip_by="global_norm"``, and torch's Adam, on the module's parameters
 laid end to end (``tests/learner/test_manual_step.py`` holds it to the general step). The step
 is one pure function of tensors (:func:`pure_step`), which ``torch.compile`` compiles whole,
-Adam included, with nothing aliased. Pure torch; no Ray.
+Adam included, with nothing aliased. The value network's part alone (:func:`pure_value_step`,
+:class:`ManualValueStep`) is GeTRPO's and GeVMPO's critic step. Pure torch; no Ray.
 
 The backward pass. With u = (a_n - mu) / sigma (a_n: the action in normalised units, sigma =
 exp(max(log_std, log MIN_STD))), log pi(a|s) = sum_j(-u_j^2 / 2 - log sigma_j) + const, so
@@ -54,6 +55,8 @@ _DERIVATIVES = {
 ADAM_BETAS = (0.9, 0.999)
 #: The minibatch columns the step reads, in the order :meth:`ManualStep.step` passes them.
 STEP_COLUMNS = (C.OBS, C.ACTIONS, C.BEHAVIOUR_LOGP, C.CENTER, C.ADVANTAGES, C.VALUE_TARGETS, C.SAMPLE_WEIGHTS)
+#: The columns the value network's step alone reads (:class:`ManualValueStep`).
+VALUE_STEP_COLUMNS = (C.OBS, C.VALUE_TARGETS, C.SAMPLE_WEIGHTS)
 #: This file's hash: a compiled step cached ahead of time is this code's.
 _SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -126,6 +129,26 @@ def pure_step(
     pi_new = _adam(pi_flat, *adam[0:3], pi_grad, pi_lr, go, settings.adam_eps)
     vf_new = _adam(vf_flat, *adam[3:6], vf_grad, vf_lr, go, settings.adam_eps)
     return stats, finite, (pi_new[0], vf_new[0]), (*pi_new[1:], *vf_new[1:])
+
+
+def pure_value_step(
+    settings: Settings,
+    layout: Layout,
+    flat: Tensor,
+    adam: tuple[Tensor, ...],
+    constants: tuple[Tensor, ...],
+    minibatch: dict[str, Tensor],
+    take: Tensor,
+) -> tuple:
+    """One step of the value network alone (GeTRPO's and GeVMPO's critic), as a function:
+    ``flat`` its parameters, ``adam`` their moments and step count, ``constants`` the
+    observation statistics and the value lr. Returns ``(loss, finite, new flat, new adam)``."""
+    obs_mean, obs_std, vf_lr = constants
+    x = torch.clamp((minibatch[C.OBS] - obs_mean) / obs_std, -settings.obs_clip, settings.obs_clip)
+    loss, grad = _value(settings, layout, flat, x, minibatch[C.VALUE_TARGETS], minibatch[C.SAMPLE_WEIGHTS])
+    finite = torch.isfinite(loss + torch.linalg.vector_norm(grad))
+    new = _adam(flat, *adam, grad, vf_lr, finite & take, settings.adam_eps)
+    return loss, finite, new[0], new[1:]
 
 
 def _policy(settings, layout, flat, x, minibatch, center_a, half_range, clip_eps, entropy_coeff):
@@ -210,11 +233,94 @@ def _adam(flat, exp_avg, exp_avg_sq, count, grad, lr, go, eps):
     )
 
 
-class ManualStep:
-    """The hand-derived step of GePPO's MLP module (Box actions), on flat copies of its
-    weights and Adam state: :meth:`begin` takes them in before an update's steps, :meth:`end`
-    writes them back after, so that the module, its optimizer and checkpoints stay as the
-    general step leaves them.
+def _linear_params(mlp: nn.Sequential) -> list[Tensor]:
+    return [p for m in mlp if isinstance(m, nn.Linear) for p in (m.weight, m.bias)]
+
+
+class _HandStep:
+    """What both hand-derived steps share: flat copies of their networks' weights and Adam
+    state, taken in from the module and its optimizer by :meth:`_begin` before an update's
+    steps and written back by :meth:`end` after, so that the module, its optimizer and
+    checkpoints stay as the general step leaves them; and the step itself, compiled as
+    ``compile_after`` and ``ahead_of_time`` say
+    (:class:`~rllib_geppo.core.compiled_step.CompiledStep`)."""
+
+    def __init__(
+        self,
+        sources: tuple[list[Tensor], ...],
+        stats: tuple[Tensor, ...],
+        settings: Settings,
+        *,
+        name: str,
+        dynamic: int,
+        compile_after: int | None,
+        inductor_options: dict | None,
+        ahead_of_time: bool,
+    ):
+        self.sources = sources
+        self.layouts = tuple(Layout(tuple(p.shape for p in ps)) for ps in sources)
+        device = sources[0][0].device
+        self.flats = tuple(torch.zeros(sum(layout.sizes), device=device) for layout in self.layouts)
+        self.adam: tuple[Tensor, ...] = ()
+        self.settings = settings
+        self.stats = stats  # read at every step: the module's statistics, as it updates them
+        # The statistics and rates of the update under way.
+        self.constants: tuple[Tensor, ...] = ()
+        self._run = CompiledStep(
+            self._flat_step,
+            self._flat_step,
+            compile_after=compile_after,
+            ahead_of_time=ahead_of_time,
+            dynamic=dynamic,
+            key=f"{name} {settings!r} {self.layouts!r} {_SOURCE_HASH}",
+            name=name,
+            inductor_options=inductor_options,
+        )
+
+    @torch.no_grad()
+    def _begin(self, optimizer: torch.optim.Adam, rates: tuple[float, ...]) -> None:
+        """The module's weights, ``optimizer``'s state (none before the first step) and this
+        update's ``rates``."""
+        self.flats = tuple(torch.cat([p.reshape(-1) for p in ps]) for ps in self.sources)
+        adam = []
+        for params, flat in zip(self.sources, self.flats):
+            states = [optimizer.state.get(p) or {} for p in params]
+            for name in ("exp_avg", "exp_avg_sq"):
+                adam.append(
+                    torch.cat([s[name].reshape(-1) for s in states]) if states[0] else torch.zeros_like(flat)
+                )
+            count = float(states[0]["step"]) if states[0] else 0.0
+            adam.append(torch.tensor(count, dtype=torch.float64, device=flat.device))
+        self.adam = tuple(adam)
+        self.constants = (*self.stats, *torch.tensor(rates, device=self.flats[0].device).unbind())
+
+    @torch.no_grad()
+    def end(self, optimizer: torch.optim.Adam) -> None:
+        """After an update's steps: the weights back into the module, the moments and step
+        counts into ``optimizer``'s state, as its own fused step keeps them (what checkpoints
+        hold)."""
+        for i, (params, layout, flat) in enumerate(zip(self.sources, self.layouts, self.flats)):
+            exp_avg, exp_avg_sq, count = self.adam[3 * i : 3 * i + 3]
+            for p, value, m, v in zip(params, *(layout.unflatten(t) for t in (flat, exp_avg, exp_avg_sq))):
+                p.copy_(value)
+                state = adam_state(optimizer, p)
+                state["exp_avg"].copy_(m)
+                state["exp_avg_sq"].copy_(v)
+                state["step"].fill_(float(count))
+
+    def _flat_step(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+        raise NotImplementedError
+
+    @property
+    def how(self) -> str:
+        """How the last step ran: "aot", "compiled" or "eager"
+        (:attr:`~rllib_geppo.core.compiled_step.CompiledStep.how`)."""
+        return self._run.how
+
+
+class ManualStep(_HandStep):
+    """The hand-derived step of GePPO's MLP module (Box actions): both networks, on flat
+    copies of their weights and Adam state (:class:`_HandStep`).
 
     Args:
         pi, vf: the module's policy and value MLPs (``nn.Sequential`` of ``nn.Linear`` and one
@@ -244,62 +350,23 @@ class ManualStep:
         inductor_options: dict | None = None,
         ahead_of_time: bool = True,
     ):
-        self.sources = (
-            [p for m in pi if isinstance(m, nn.Linear) for p in (m.weight, m.bias)] + [log_std],
-            [p for m in vf if isinstance(m, nn.Linear) for p in (m.weight, m.bias)],
-        )
-        self.layouts = tuple(Layout(tuple(p.shape for p in ps)) for ps in self.sources)
-        device = log_std.device
-        self.flats = tuple(torch.zeros(sum(layout.sizes), device=device) for layout in self.layouts)
-        self.adam: tuple[Tensor, ...] = ()
-        self.settings = settings
-        self.stats = (obs_mean, obs_std, action_center, action_half_range)
-        # The statistics, action units, lrs and entropy coefficient of the update under way.
-        self.constants: tuple[Tensor, ...] = ()
-        self._run = CompiledStep(
-            self._flat_step,
-            self._flat_step,
-            compile_after=compile_after,
-            ahead_of_time=ahead_of_time,
-            dynamic=len(STEP_COLUMNS),
-            key=f"{settings!r} {self.layouts!r} {_SOURCE_HASH}",
+        super().__init__(
+            ([*_linear_params(pi), log_std], _linear_params(vf)),
+            (obs_mean, obs_std, action_center, action_half_range),
+            settings,
             name="hand-derived step",
+            dynamic=len(STEP_COLUMNS),
+            compile_after=compile_after,
             inductor_options=inductor_options,
+            ahead_of_time=ahead_of_time,
         )
 
-    @torch.no_grad()
     def begin(
         self, optimizer: torch.optim.Adam, *, policy_lr: float, vf_lr: float, entropy_coeff: float
     ) -> None:
         """Before an update's steps: the module's weights, ``optimizer``'s state (none before
         the first step) and this update's lrs and entropy coefficient."""
-        self.flats = tuple(torch.cat([p.reshape(-1) for p in ps]) for ps in self.sources)
-        adam = []
-        for params, flat in zip(self.sources, self.flats):
-            states = [optimizer.state.get(p) or {} for p in params]
-            for name in ("exp_avg", "exp_avg_sq"):
-                adam.append(
-                    torch.cat([s[name].reshape(-1) for s in states]) if states[0] else torch.zeros_like(flat)
-                )
-            count = float(states[0]["step"]) if states[0] else 0.0
-            adam.append(torch.tensor(count, dtype=torch.float64, device=flat.device))
-        self.adam = tuple(adam)
-        rates = torch.tensor([policy_lr, vf_lr, entropy_coeff], device=self.flats[0].device)
-        self.constants = (*self.stats, *rates.unbind())  # what every step of the update reads
-
-    @torch.no_grad()
-    def end(self, optimizer: torch.optim.Adam) -> None:
-        """After an update's steps: the weights back into the module, the moments and step
-        counts into ``optimizer``'s state, as its own fused step keeps them (what checkpoints
-        hold)."""
-        for i, (params, layout, flat) in enumerate(zip(self.sources, self.layouts, self.flats)):
-            exp_avg, exp_avg_sq, count = self.adam[3 * i : 3 * i + 3]
-            for p, value, m, v in zip(params, *(layout.unflatten(t) for t in (flat, exp_avg, exp_avg_sq))):
-                p.copy_(value)
-                state = adam_state(optimizer, p)
-                state["exp_avg"].copy_(m)
-                state["exp_avg_sq"].copy_(v)
-                state["step"].fill_(float(count))
+        self._begin(optimizer, (policy_lr, vf_lr, entropy_coeff))
 
     def step(self, minibatch: dict[str, Tensor], clip_eps: Tensor, take: Tensor) -> tuple[Tensor, Tensor]:
         """One gradient step on a minibatch (advantages standardised already), taken where it
@@ -327,8 +394,53 @@ class ManualStep:
         )
         return (stats, finite, *flats, *adam)
 
-    @property
-    def how(self) -> str:
-        """How the last step ran: "aot", "compiled" or "eager"
-        (:attr:`~rllib_geppo.core.compiled_step.CompiledStep.how`)."""
-        return self._run.how
+
+class ManualValueStep(_HandStep):
+    """The hand-derived step of the value MLP alone, the critic's step of GeTRPO and GeVMPO
+    (:func:`pure_value_step`): any action space, on flat copies of the network's weights and
+    Adam state (:class:`_HandStep`). Arguments as :class:`ManualStep`'s."""
+
+    def __init__(
+        self,
+        vf: nn.Sequential,
+        *,
+        obs_mean: Tensor,
+        obs_std: Tensor,
+        settings: Settings,
+        compile_after: int | None = None,
+        inductor_options: dict | None = None,
+        ahead_of_time: bool = True,
+    ):
+        super().__init__(
+            (_linear_params(vf),),
+            (obs_mean, obs_std),
+            settings,
+            name="hand-derived value step",
+            dynamic=len(VALUE_STEP_COLUMNS),
+            compile_after=compile_after,
+            inductor_options=inductor_options,
+            ahead_of_time=ahead_of_time,
+        )
+
+    def begin(self, optimizer: torch.optim.Adam, *, vf_lr: float) -> None:
+        """Before an update's steps: the network's weights, ``optimizer``'s state for them and
+        this update's value lr."""
+        self._begin(optimizer, (vf_lr,))
+
+    def step(self, minibatch: dict[str, Tensor], take: Tensor) -> tuple[Tensor, Tensor]:
+        """One value step on a minibatch, taken where it is finite and ``take`` holds. Returns
+        ``(loss, finite)``: the value loss and whether it and the gradient are finite."""
+        loss, finite, flat, *adam = self._run(
+            *self.flats, *self.adam, *self.constants, take, *(minibatch[c] for c in VALUE_STEP_COLUMNS)
+        )
+        self.flats, self.adam = (flat,), tuple(adam)
+        return loss, finite
+
+    def _flat_step(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+        """:func:`pure_value_step` on its tensors laid end to end: the flat (1), Adam (3),
+        statistics (2), the value lr, ``take``, then the :data:`VALUE_STEP_COLUMNS`."""
+        minibatch = dict(zip(VALUE_STEP_COLUMNS, tensors[8:]))
+        loss, finite, flat, adam = pure_value_step(
+            self.settings, self.layouts[0], tensors[0], tensors[1:4], tensors[4:7], minibatch, tensors[7]
+        )
+        return (loss, finite, flat, *adam)

@@ -7,7 +7,8 @@ Everything else is GePPO's: the store, its sample weights and the clip range's e
 Each update then:
 
 1. trains the critic first: ``num_epochs`` x ``num_minibatches`` Adam steps on the weighted
-   value loss 0.5 * mean(w (target - V)^2), as GePPO's value steps (targets fixed);
+   value loss 0.5 * mean(w (target - V)^2), as GePPO's value steps (targets fixed), by the
+   value network's hand-derived step where it fits, else by autograd (``step_path``);
 2. standardises the advantages over the whole store, as GePPO does per minibatch;
 3. takes one natural-gradient step of the policy on every stored sample: the gradient g of the
    policy objective at pi_k, x = F^-1 g by conjugate gradient with F the Hessian of the
@@ -35,23 +36,40 @@ from rllib_geppo.core import natural_gradient as ng
 from rllib_geppo.core import objective, vmpo
 from rllib_geppo.core.adam import adam_step_if
 from rllib_geppo.core.columns import GePPOColumns as C
+from rllib_geppo.core.manual_step import VALUE_STEP_COLUMNS, ManualValueStep
 from rllib_geppo.core.minibatches import epoch_orders, minibatch_shape
 from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.learner.learner import OPTIMIZER
-from rllib_geppo.learner.torch_learner import GePPOTorchLearner
+from rllib_geppo.learner.step_path import StepChoice, choose_critic_step, path_taken
+from rllib_geppo.learner.torch_learner import GePPOTorchLearner, hand_step_settings
 from rllib_geppo.rl_module.apis import TrainForward
+from rllib_geppo.rl_module.torch_rl_module import GePPOTorchRLModule
 
 Tensor = torch.Tensor
 
-#: What ``step_path`` names for these learners: the critic's eager steps, then the policy's one.
-NATURAL_GRADIENT = "natural_gradient"
-
 
 class GeTRPOTorchLearner(GePPOTorchLearner):
-    """GeTRPO's update (see the module docstring)."""
+    """GeTRPO's update (see the module docstring). Its minibatch steps, the critic's, take
+    the value network's hand-derived step where they can (``step_path``:
+    :func:`~rllib_geppo.learner.step_path.choose_critic_step`)."""
+
+    def _choose_step(self, module: GePPOTorchRLModule) -> StepChoice:
+        return choose_critic_step(module, self.config, distributed=self.distributed, device=self.device)
+
+    def _build_hand_step(self, module: GePPOTorchRLModule, choice: StepChoice) -> ManualValueStep:
+        return ManualValueStep(
+            module.vf,
+            obs_mean=module.obs_mean,
+            obs_std=module.obs_std,
+            settings=hand_step_settings(module, self.config),
+            compile_after=choice.compile_after,
+            ahead_of_time=choice.path == "hand_aot",
+        )
 
     def step_path(self, module_id: ModuleID) -> str:
-        return NATURAL_GRADIENT
+        hand = self.hand_step(module_id)
+        choice = self.step_choice(module_id)
+        return path_taken(choice, hand.how) if hand is not None else choice.path
 
     def run_epochs(
         self, module_id: ModuleID, data: dict[str, Tensor], inputs: UpdateInputs
@@ -71,11 +89,14 @@ class GeTRPOTorchLearner(GePPOTorchLearner):
         self, module_id: ModuleID, data: dict[str, Tensor], inputs: UpdateInputs
     ) -> tuple[float, int, int]:
         """``num_epochs`` passes of value steps over the store's minibatches (the shuffles
-        GePPO's steps take); returns the mean value loss over the finite steps, the steps and
-        the skipped ones."""
-        module = self.module[module_id].unwrapped()
+        GePPO's steps take), each taken where it is finite; returns the mean value loss over
+        the finite steps, the steps and the skipped ones."""
         optimizer = self.get_optimizer(module_id, OPTIMIZER)
         _, value_group = optimizer.param_groups
+        hand = self.hand_step(module_id)
+        if hand is not None:
+            hand.begin(optimizer, vf_lr=float(value_group["lr"]))
+            take = torch.ones((), dtype=torch.bool, device=self.device)
         rows = len(data[C.ADVANTAGES])
         steps, size = minibatch_shape(rows, inputs.minibatches_per_epoch)
         losses, finite = [], []
@@ -87,25 +108,40 @@ class GeTRPOTorchLearner(GePPOTorchLearner):
             device=self.device,
         ):
             for minibatch in order[: steps * size].view(steps, size):
-                for p in value_group["params"]:
-                    p.grad = None
-                values = module.compute_values({C.OBS: data[C.OBS][minibatch]})
-                loss = objective.value_loss(
-                    values,
-                    data[C.VALUE_TARGETS][minibatch],
-                    data[C.SAMPLE_WEIGHTS][minibatch],
-                    self.config.vf_clip_param,
-                )
-                loss.backward()
-                grads = [p.grad for p in value_group["params"] if p.grad is not None]
-                ok = torch.isfinite(loss + torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
-                adam_step_if(optimizer, ok)
+                if hand is not None:
+                    loss, ok = hand.step({c: data[c][minibatch] for c in VALUE_STEP_COLUMNS}, take)
+                else:
+                    loss, ok = self._autograd_critic_step(module_id, data, minibatch)
                 losses.append(loss.detach())
                 finite.append(ok)
+        if hand is not None:
+            hand.end(optimizer)
         losses, finite = torch.stack(losses), torch.stack(finite)
         skipped = int((~finite).sum())
         mean = float(torch.where(finite, losses, 0.0).sum() / max(len(losses) - skipped, 1))
         return mean, len(losses), skipped
+
+    def _autograd_critic_step(
+        self, module_id: ModuleID, data: dict[str, Tensor], minibatch: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """One value step by autograd and the optimizer, for modules the hand-derived step does
+        not fit; returns the loss and whether it and the gradient are finite."""
+        optimizer = self.get_optimizer(module_id, OPTIMIZER)
+        _, value_group = optimizer.param_groups
+        for p in value_group["params"]:
+            p.grad = None
+        values = self.module[module_id].unwrapped().compute_values({C.OBS: data[C.OBS][minibatch]})
+        loss = objective.value_loss(
+            values,
+            data[C.VALUE_TARGETS][minibatch],
+            data[C.SAMPLE_WEIGHTS][minibatch],
+            self.config.vf_clip_param,
+        )
+        loss.backward()
+        grads = [p.grad for p in value_group["params"] if p.grad is not None]
+        ok = torch.isfinite(loss + torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+        adam_step_if(optimizer, ok)
+        return loss, ok
 
     def policy_objective(
         self, data: dict[str, Tensor], advantages: Tensor, delta: float
@@ -178,6 +214,28 @@ class GeTRPOTorchLearner(GePPOTorchLearner):
 
 class GeVMPOTorchLearner(GeTRPOTorchLearner):
     """GeVMPO's update: GeTRPO's, with V-MPO's weighted maximum-likelihood objective."""
+
+    def _autograd_critic_step(
+        self, module_id: ModuleID, data: dict[str, Tensor], minibatch: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """One value step by autograd and the optimizer, for modules the hand-derived step does
+        not fit; returns the loss and whether it and the gradient are finite."""
+        optimizer = self.get_optimizer(module_id, OPTIMIZER)
+        _, value_group = optimizer.param_groups
+        for p in value_group["params"]:
+            p.grad = None
+        values = self.module[module_id].unwrapped().compute_values({C.OBS: data[C.OBS][minibatch]})
+        loss = objective.value_loss(
+            values,
+            data[C.VALUE_TARGETS][minibatch],
+            data[C.SAMPLE_WEIGHTS][minibatch],
+            self.config.vf_clip_param,
+        )
+        loss.backward()
+        grads = [p.grad for p in value_group["params"] if p.grad is not None]
+        ok = torch.isfinite(loss + torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+        adam_step_if(optimizer, ok)
+        return loss, ok
 
     def policy_objective(
         self, data: dict[str, Tensor], advantages: Tensor, delta: float

@@ -15,6 +15,10 @@ tests hold them to each other) at different costs. Fastest first:
 - ``general_eager``: autograd's step, eager (``loss.backward()``): as ``general_compiled``,
   with ``compile_learner=False`` or, on the CPU, no C++ compiler.
 
+GeTRPO's and GeVMPO's minibatch steps are their critic's (:func:`choose_critic_step`):
+``hand_aot`` or ``hand_eager`` (the value network's hand-derived step, any action space), else
+``general_eager``.
+
 **The default** (``compile_learner="auto"``) on a CPU learner for the paper's settings is
 ``hand_aot``: its first :data:`~rllib_geppo.core.compiled_step.AUTO_COMPILE_AFTER_STEPS` steps
 (10 updates) run as ``hand_eager``, then it compiles once (or loads the package a previous run
@@ -68,11 +72,7 @@ def choose_step(module: Any, config: Any, *, distributed: bool, device: torch.de
     """The minibatch step a learner takes for ``module`` with ``config``'s settings, several
     learners averaging their gradients (``distributed``) or not, on ``device``."""
     hand_problem = _hand_step_problem(module, config, distributed=distributed, device=device)
-    compile_after = resolve_compile(config.compile_learner)
-    if compile_after is None:
-        compile_problem = "compile_learner=False"
-    else:
-        compile_problem = compiler_problem() if device.type == "cpu" else None
+    compile_after, compile_problem = _compile(config, device)
     if hand_problem is None and compile_problem is None:
         return StepChoice("hand_aot", compile_after)
     if hand_problem is None:
@@ -83,13 +83,37 @@ def choose_step(module: Any, config: Any, *, distributed: bool, device: torch.de
     return StepChoice("general_eager", None, {**passed, "general_compiled": compile_problem})
 
 
-def _hand_step_problem(module: Any, config: Any, *, distributed: bool, device: torch.device) -> str | None:
-    """Why ``module`` cannot take the hand-derived step with these settings, or None."""
+def choose_critic_step(module: Any, config: Any, *, distributed: bool, device: torch.device) -> StepChoice:
+    """The minibatch step of GeTRPO's and GeVMPO's critic (their only minibatch steps): the
+    value network's hand-derived step where GePPO's could run, with any action space (the
+    policy is not in it) and no gradient clip (the critic has none); else autograd's, eager."""
+    hand_problem = _hand_step_problem(module, config, distributed=distributed, device=device, critic=True)
+    compile_after, compile_problem = _compile(config, device)
+    if hand_problem is not None:
+        return StepChoice("general_eager", None, {"hand_aot": hand_problem, "hand_eager": hand_problem})
+    if compile_problem is not None:
+        return StepChoice("hand_eager", None, {"hand_aot": compile_problem})
+    return StepChoice("hand_aot", compile_after)
+
+
+def _compile(config: Any, device: torch.device) -> tuple[int | None, str | None]:
+    """The eager steps before a compile (None: never) and why no compile can run, or None."""
+    compile_after = resolve_compile(config.compile_learner)
+    if compile_after is None:
+        return None, "compile_learner=False"
+    return compile_after, compiler_problem() if device.type == "cpu" else None
+
+
+def _hand_step_problem(
+    module: Any, config: Any, *, distributed: bool, device: torch.device, critic: bool = False
+) -> str | None:
+    """Why ``module`` cannot take the hand-derived step (the critic's alone: ``critic``) with
+    these settings, or None."""
     if not config.hand_derived_step:
         return "hand_derived_step=False"
     if type(module) is not GePPOTorchRLModule:
         return "the RLModule is not GePPO's own"
-    if module.log_std is None:
+    if module.log_std is None and not critic:
         return "the actions are not a Box"
     if module.pi_encoder is not None:
         return "the observations are images (a CNN encoder)"
@@ -100,7 +124,7 @@ def _hand_step_problem(module: Any, config: Any, *, distributed: bool, device: t
         return "several learners average their gradients"
     if device.type != "cpu":
         return f"the learner is on {device.type}"
-    if config.grad_clip_scope != "policy" or config.grad_clip_by != "global_norm":
+    if not critic and (config.grad_clip_scope != "policy" or config.grad_clip_by != "global_norm"):
         return "the gradient clip is not the policy's global norm"
     return None
 

@@ -87,7 +87,7 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         # that each update refills: a schedule's new value recompiles nothing.
         self._entropy_coeffs: dict[ModuleID, Tensor] = {}
         # Each module's hand-derived step, and the step run for it; None: the general step.
-        self._hand_steps: dict[ModuleID, ManualStep | None] = {}
+        self._hand_steps: dict[ModuleID, Any] = {}
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -359,11 +359,13 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         """The module's minibatch step (:func:`~rllib_geppo.learner.step_path.choose_step`),
         chosen on its first update in this learner process."""
         if module_id not in self._choices:
-            module = self.module[module_id].unwrapped()
-            choice = choose_step(module, self.config, distributed=self.distributed, device=self.device)
+            choice = self._choose_step(self.module[module_id].unwrapped())
             log_choice(choice)
             self._choices[module_id] = choice
         return self._choices[module_id]
+
+    def _choose_step(self, module: GePPOTorchRLModule) -> StepChoice:
+        return choose_step(module, self.config, distributed=self.distributed, device=self.device)
 
     def step_path(self, module_id: ModuleID) -> str:
         """The path the module's last minibatch step took (one of
@@ -377,8 +379,11 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         if module_id not in self._hand_steps:
             choice = self.step_choice(module_id)
             module = self.module[module_id].unwrapped()
-            self._hand_steps[module_id] = hand_step_for(module, self.config, choice) if choice.hand else None
+            self._hand_steps[module_id] = self._build_hand_step(module, choice) if choice.hand else None
         return self._hand_steps[module_id]
+
+    def _build_hand_step(self, module: GePPOTorchRLModule, choice: StepChoice) -> ManualStep:
+        return hand_step_for(module, self.config, choice)
 
     def gradient_step(self, module_id: ModuleID) -> CompiledStep:
         """The losses, gradients, clip and finite check of a minibatch step for ``module_id``:
@@ -514,15 +519,20 @@ def hand_step_for(module: GePPOTorchRLModule, config: Any, choice: StepChoice) -
         obs_std=module.obs_std,
         action_center=module.action_center,
         action_half_range=module.action_half_range,
-        settings=Settings(
-            activation=mlp_config(module.model_config)["fcnet_activation"],
-            obs_clip=OBS_CLIP,
-            min_log_std=math.log(MIN_STD),
-            grad_clip=config.grad_clip,
-            entropy_bonus=config.entropy_coeff != 0,
-            vf_clip_param=config.vf_clip_param,
-            adam_eps=config.adam_eps,
-        ),
+        settings=hand_step_settings(module, config),
         compile_after=choice.compile_after,
         ahead_of_time=choice.path == "hand_aot",
+    )
+
+
+def hand_step_settings(module: GePPOTorchRLModule, config: Any) -> Settings:
+    """What a hand-derived step of ``module`` reads of ``config`` and the module's layout."""
+    return Settings(
+        activation=mlp_config(module.model_config)["fcnet_activation"],
+        obs_clip=OBS_CLIP,
+        min_log_std=math.log(MIN_STD),
+        grad_clip=config.grad_clip,
+        entropy_bonus=config.entropy_coeff != 0,
+        vf_clip_param=config.vf_clip_param,
+        adam_eps=config.adam_eps,
     )

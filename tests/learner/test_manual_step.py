@@ -14,7 +14,7 @@ from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPP
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from rllib_geppo import GePPOConfig
+from rllib_geppo import GePPOConfig, GeTRPOConfig
 from rllib_geppo.core.columns import GePPOColumns as C
 from rllib_geppo.core.segments import Segment, lay_out
 from rllib_geppo.learner.learner import OPTIMIZER
@@ -42,10 +42,10 @@ def minibatches(env: gym.Env, rows: int, count: int, seed: int = 0) -> list[dict
     ]
 
 
-def build(env_id: str, activation: str = "tanh", **training):
+def build(env_id: str, activation: str = "tanh", config_class=GePPOConfig, **training):
     torch.manual_seed(0)  # the initial weights, whatever tests ran before in this process
     env = gym.make(env_id)
-    config = GePPOConfig().environment(env_id).training(**{"compile_learner": False, **training})
+    config = config_class().environment(env_id).training(**{"compile_learner": False, **training})
     config.rl_module(model_config={"fcnet_hiddens": [64, 64], "fcnet_activation": activation})
     learner = config.build_learner(env=env)
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
@@ -172,6 +172,53 @@ def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_
     for g, h in zip(*states, strict=True):
         assert float(h["step"]) == float(g["step"]) == 640
         assert_close_by_norm([h["exp_avg_sq"]], [g["exp_avg_sq"]], 1e-2)
+
+
+def value_parameters(module) -> list[torch.Tensor]:
+    return [p for m in module.vf if isinstance(m, torch.nn.Linear) for p in (m.weight, m.bias)]
+
+
+def test_getrpo_s_critic_by_hand_ends_where_autograd_s_does():
+    """Two GeTRPO updates (10 epochs x 32 critic steps, then the policy's natural-gradient step)
+    from the same weights, the critic's steps by hand and by autograd: the value network within
+    1e-3, as the policy, and the Adam state the hand step writes back autograd's."""
+    env, _, general, module = build("Hopper-v5", config_class=GeTRPOConfig, hand_derived_step=False)
+    _, _, hand, hand_module = build("Hopper-v5", config_class=GeTRPOConfig)
+    hand_module.load_state_dict(module.state_dict())
+    weights = {0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25}
+    inputs = update_inputs(
+        env.observation_space.shape[0], weights_by_version=weights, minibatches_per_epoch=32
+    )
+    data = layout(env)
+    for learner in (general, hand):
+        for _ in range(2):
+            metrics, _ = learner.update_module(DEFAULT_MODULE_ID, data, inputs)
+            assert (metrics["num_gradient_steps"], metrics["num_skipped_steps"]) == (320, 0)
+    assert (general.step_path(DEFAULT_MODULE_ID), hand.step_path(DEFAULT_MODULE_ID)) == (
+        "general_eager",
+        "hand_eager",
+    )
+    # The policy's too: its second step reads advantages under the critic the first update left.
+    assert_close_by_norm(parameters(hand_module), parameters(module), 1e-3)
+    states = [
+        [learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER).state[p] for p in value_parameters(m)]
+        for learner, m in ((general, module), (hand, hand_module))
+    ]
+    for g, h in zip(*states, strict=True):
+        assert float(h["step"]) == float(g["step"]) == 640
+        assert_close_by_norm([h["exp_avg_sq"]], [g["exp_avg_sq"]], 1e-2)
+
+
+def test_getrpo_s_critic_takes_the_hand_step_with_any_action_space_and_clip():
+    """The critic's step has no policy in it and no gradient clip: a Discrete policy or a clip
+    of all gradients leaves it the hand-derived step, where GePPO's would not be."""
+    for env_id, training in (("CartPole-v1", {}), ("Pendulum-v1", {"grad_clip_scope": "all"})):
+        _, _, learner, _ = build(env_id, config_class=GeTRPOConfig, **training)
+        assert learner.step_choice(DEFAULT_MODULE_ID).path == "hand_eager"
+        assert type(learner.hand_step(DEFAULT_MODULE_ID)).__name__ == "ManualValueStep"
+    _, _, learner, _ = build("CartPole-v1", config_class=GeTRPOConfig, hand_derived_step=False)
+    assert learner.step_choice(DEFAULT_MODULE_ID).path == "general_eager"
+    assert learner.hand_step(DEFAULT_MODULE_ID) is None
 
 
 @pytest.mark.parametrize(
