@@ -126,7 +126,7 @@ def main() -> None:
     print(
         f"{args.algorithm} on {args.env}, n = {args.n:,} new env steps per iteration, "
         f"store {len(algos[PAPER].config.nu)} x n; "
-        f"median of {args.rounds} updates; compiled step; 1 thread; torch {torch.__version__}"
+        f"median of {args.rounds} updates; compile_learner=True; 1 thread; torch {torch.__version__}"
     )
     print(
         f"  {'setting':28s}{'step path':>17}{'steps/update':>14}{'ms/update':>11}"

@@ -272,7 +272,7 @@ class _HandStep:
             compile_after=compile_after,
             ahead_of_time=ahead_of_time,
             dynamic=dynamic,
-            key=f"{name} {settings!r} {self.layouts!r} {_SOURCE_HASH}",
+            key=f"{settings!r} {self.layouts!r} {_SOURCE_HASH}",
             name=name,
             inductor_options=inductor_options,
         )

@@ -1,6 +1,7 @@
 """GeTRPO's and GeVMPO's update (Queeney, Paschalidis and Cassandras, "Generalized Policy
 Improvement Algorithms with Theoretically Supported Sample Reuse", IEEE TAC 2025; the authors'
-code, jqueeney/gpi): GePPO's learner with one method replaced, :meth:`run_epochs`.
+code, jqueeney/gpi): GePPO's learner with its epochs (:meth:`run_epochs`) and its minibatch
+step's choice replaced.
 
 Everything else is GePPO's: the store, its sample weights and the clip range's eps
 (eps_PPO / E_nu[i + 1]), V-trace targets under pi_k, the TV and KL measured after the update.
@@ -214,28 +215,6 @@ class GeTRPOTorchLearner(GePPOTorchLearner):
 
 class GeVMPOTorchLearner(GeTRPOTorchLearner):
     """GeVMPO's update: GeTRPO's, with V-MPO's weighted maximum-likelihood objective."""
-
-    def _autograd_critic_step(
-        self, module_id: ModuleID, data: dict[str, Tensor], minibatch: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """One value step by autograd and the optimizer, for modules the hand-derived step does
-        not fit; returns the loss and whether it and the gradient are finite."""
-        optimizer = self.get_optimizer(module_id, OPTIMIZER)
-        _, value_group = optimizer.param_groups
-        for p in value_group["params"]:
-            p.grad = None
-        values = self.module[module_id].unwrapped().compute_values({C.OBS: data[C.OBS][minibatch]})
-        loss = objective.value_loss(
-            values,
-            data[C.VALUE_TARGETS][minibatch],
-            data[C.SAMPLE_WEIGHTS][minibatch],
-            self.config.vf_clip_param,
-        )
-        loss.backward()
-        grads = [p.grad for p in value_group["params"] if p.grad is not None]
-        ok = torch.isfinite(loss + torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
-        adam_step_if(optimizer, ok)
-        return loss, ok
 
     def policy_objective(
         self, data: dict[str, Tensor], advantages: Tensor, delta: float

@@ -15,9 +15,9 @@ tests hold them to each other) at different costs. Fastest first:
 - ``general_eager``: autograd's step, eager (``loss.backward()``): as ``general_compiled``,
   with ``compile_learner=False`` or, on the CPU, no C++ compiler.
 
-GeTRPO's and GeVMPO's minibatch steps are their critic's (:func:`choose_critic_step`):
-``hand_aot`` or ``hand_eager`` (the value network's hand-derived step, any action space), else
-``general_eager``.
+GeTRPO's and GeVMPO's minibatch steps are their critic's (:func:`choose_critic_step`): the value
+network's hand-derived step (any action space) as ``hand_aot``, ``hand_compiled`` or
+``hand_eager`` under the same rules, else autograd's, ``general_eager``, never compiled.
 
 **The default** (``compile_learner="auto"``) on a CPU learner for the paper's settings is
 ``hand_aot``: its first :data:`~rllib_geppo.core.compiled_step.AUTO_COMPILE_AFTER_STEPS` steps
@@ -90,7 +90,10 @@ def choose_critic_step(module: Any, config: Any, *, distributed: bool, device: t
     hand_problem = _hand_step_problem(module, config, distributed=distributed, device=device, critic=True)
     compile_after, compile_problem = _compile(config, device)
     if hand_problem is not None:
-        return StepChoice("general_eager", None, {"hand_aot": hand_problem, "hand_eager": hand_problem})
+        passed = {"hand_aot": hand_problem, "hand_eager": hand_problem}
+        return StepChoice(
+            "general_eager", None, {**passed, "general_compiled": "the critic's is never compiled"}
+        )
     if compile_problem is not None:
         return StepChoice("hand_eager", None, {"hand_aot": compile_problem})
     return StepChoice("hand_aot", compile_after)

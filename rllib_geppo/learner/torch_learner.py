@@ -373,9 +373,10 @@ class GePPOTorchLearner(GePPOLearner, TorchLearner):
         hand = self.hand_step(module_id)
         return path_taken(self.step_choice(module_id), (hand or self.gradient_step(module_id)).how)
 
-    def hand_step(self, module_id: ModuleID) -> ManualStep | None:
-        """The module's hand-derived step, built once per module and learner process; None
-        where the module takes the general step (:meth:`step_choice`)."""
+    def hand_step(self, module_id: ModuleID) -> Any:
+        """The module's hand-derived step (a :class:`ManualStep`; GeTRPO's and GeVMPO's a
+        ``ManualValueStep``), built once per module and learner process; None where the module
+        takes the general step (:meth:`step_choice`)."""
         if module_id not in self._hand_steps:
             choice = self.step_choice(module_id)
             module = self.module[module_id].unwrapped()

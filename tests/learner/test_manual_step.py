@@ -181,9 +181,12 @@ def value_parameters(module) -> list[torch.Tensor]:
 def test_getrpo_s_critic_by_hand_ends_where_autograd_s_does():
     """Two GeTRPO updates (10 epochs x 32 critic steps, then the policy's natural-gradient step)
     from the same weights, the critic's steps by hand and by autograd: the value network within
-    1e-3, as the policy, and the Adam state the hand step writes back autograd's."""
-    env, _, general, module = build("Hopper-v5", config_class=GeTRPOConfig, hand_derived_step=False)
-    _, _, hand, hand_module = build("Hopper-v5", config_class=GeTRPOConfig)
+    1e-3, as the policy, and the Adam state the hand step writes back autograd's (a vf_lr
+    other than the policy's, so that the value step must take its own)."""
+    env, _, general, module = build(
+        "Hopper-v5", config_class=GeTRPOConfig, hand_derived_step=False, vf_lr=1e-3
+    )
+    _, _, hand, hand_module = build("Hopper-v5", config_class=GeTRPOConfig, vf_lr=1e-3)
     hand_module.load_state_dict(module.state_dict())
     weights = {0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25}
     inputs = update_inputs(
@@ -198,6 +201,7 @@ def test_getrpo_s_critic_by_hand_ends_where_autograd_s_does():
         "general_eager",
         "hand_eager",
     )
+    assert all(p.grad is None for p in value_parameters(hand_module))  # no autograd step ran
     # The policy's too: its second step reads advantages under the critic the first update left.
     assert_close_by_norm(parameters(hand_module), parameters(module), 1e-3)
     states = [
@@ -207,6 +211,27 @@ def test_getrpo_s_critic_by_hand_ends_where_autograd_s_does():
     for g, h in zip(*states, strict=True):
         assert float(h["step"]) == float(g["step"]) == 640
         assert_close_by_norm([h["exp_avg_sq"]], [g["exp_avg_sq"]], 1e-2)
+
+
+def test_a_value_step_that_is_not_finite_or_not_taken_changes_nothing():
+    _, config, learner, module = build("CartPole-v1", config_class=GeTRPOConfig)
+    manual = learner.hand_step(DEFAULT_MODULE_ID)
+    manual.begin(learner.get_optimizer(DEFAULT_MODULE_ID, OPTIMIZER), vf_lr=3e-4)
+    g = torch.Generator().manual_seed(0)
+    good = {
+        C.OBS: torch.randn(64, 4, generator=g),
+        C.VALUE_TARGETS: torch.randn(64, generator=g),
+        C.SAMPLE_WEIGHTS: torch.rand(64, generator=g) + 0.5,
+    }
+    bad = {**good, C.VALUE_TARGETS: good[C.VALUE_TARGETS].clone()}
+    bad[C.VALUE_TARGETS][3] = math.nan
+    before = [t.clone() for t in manual.flats]
+    for mb, take in ((bad, True), (good, False)):
+        _, finite = manual.step(mb, torch.tensor(take))
+        assert bool(finite) is (mb is good)
+    assert all(map(torch.equal, manual.flats, before)) and float(manual.adam[2]) == 0  # no step counted
+    _, finite = manual.step(good, torch.tensor(True))
+    assert bool(finite) and not torch.equal(manual.flats[0], before[0]) and float(manual.adam[2]) == 1
 
 
 def test_getrpo_s_critic_takes_the_hand_step_with_any_action_space_and_clip():
