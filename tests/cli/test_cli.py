@@ -62,30 +62,18 @@ rllib-ppo:
 # experiments, stopped on env steps (384: 3 iterations), RLlib's PPO on a remote EnvRunner (whose
 # start makes Ray's known-harmless messages), and a third experiment whose simulator's 300th
 # step raises, in its third iteration.
-TINY_RUN = """
-geppo:
-  run: GePPO
-  env: Pendulum-v1
-  stop: {num_env_steps_sampled_lifetime: 384}
-  config: &config
-    train_batch_size_per_learner: 128
-    num_epochs: 1
-    num_env_runners: 0
-    num_envs_per_env_runner: 1
-rllib-ppo:
-  run: PPO
-  env: Pendulum-v1
-  stop: {num_env_steps_sampled_lifetime: 384}
-  config:
-    <<: *config
-    minibatch_size: 64
-    num_env_runners: 1
-broken:
+TINY_RUN = (
+    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}").replace(
+        "    minibatch_size: 64\n", "    minibatch_size: 64\n    num_env_runners: 1\n"
+    )
+    + """broken:
   run: GePPO
   env: broken_simulator.BrokenSimulator
   stop: {num_env_steps_sampled_lifetime: 384}
   config: *config
 """
+)
+assert TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3 and "num_env_runners: 1" in TINY_RUN
 
 #: Longer than the 300 characters a summary line once cut errors at.
 LOST_MESH = "the simulator lost its mesh at step 300: " + "cell 17 has a negative volume; " * 12

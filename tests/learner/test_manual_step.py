@@ -146,6 +146,20 @@ def layout(env: gym.Env) -> dict:
     )
 
 
+def two_full_updates(env: gym.Env, *learners) -> None:
+    """Two updates of each learner on the same store of 4 versions, 10 epochs x 32 minibatches:
+    320 steps each, none skipped."""
+    weights = {0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25}
+    inputs = update_inputs(
+        env.observation_space.shape[0], weights_by_version=weights, minibatches_per_epoch=32
+    )
+    data = layout(env)
+    for learner in learners:
+        for _ in range(2):
+            metrics, _ = learner.update_module(DEFAULT_MODULE_ID, data, inputs)
+            assert (metrics["num_gradient_steps"], metrics["num_skipped_steps"]) == (320, 0)
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_s_state(compiled):
     """Two updates of 10 epochs x 32 minibatches from the same weights, eager or compiled:
@@ -154,15 +168,7 @@ def test_a_whole_update_by_hand_ends_where_the_general_one_does_and_leaves_adam_
     _, _, hand, hand_module = build("Hopper-v5", compile_learner=compiled)
     hand_module.load_state_dict(module.state_dict())
     assert general.hand_step(DEFAULT_MODULE_ID) is None and hand.hand_step(DEFAULT_MODULE_ID) is not None
-    weights = {0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25}
-    inputs = update_inputs(
-        env.observation_space.shape[0], weights_by_version=weights, minibatches_per_epoch=32
-    )
-    data = layout(env)
-    for learner in (general, hand):
-        for _ in range(2):
-            metrics, _ = learner.update_module(DEFAULT_MODULE_ID, data, inputs)
-            assert (metrics["num_gradient_steps"], metrics["num_skipped_steps"]) == (320, 0)
+    two_full_updates(env, general, hand)
     assert hand.step_path(DEFAULT_MODULE_ID) == ("hand_aot" if compiled else "hand_eager")
     assert_close_by_norm(parameters(hand_module), parameters(module), 1e-3)
     states = [
@@ -188,15 +194,7 @@ def test_getrpo_s_critic_by_hand_ends_where_autograd_s_does():
     )
     _, _, hand, hand_module = build("Hopper-v5", config_class=GeTRPOConfig, vf_lr=1e-3)
     hand_module.load_state_dict(module.state_dict())
-    weights = {0: 0.4 / 0.25, 1: 0.3 / 0.25, 2: 0.2 / 0.25, 3: 0.1 / 0.25}
-    inputs = update_inputs(
-        env.observation_space.shape[0], weights_by_version=weights, minibatches_per_epoch=32
-    )
-    data = layout(env)
-    for learner in (general, hand):
-        for _ in range(2):
-            metrics, _ = learner.update_module(DEFAULT_MODULE_ID, data, inputs)
-            assert (metrics["num_gradient_steps"], metrics["num_skipped_steps"]) == (320, 0)
+    two_full_updates(env, general, hand)
     assert (general.step_path(DEFAULT_MODULE_ID), hand.step_path(DEFAULT_MODULE_ID)) == (
         "general_eager",
         "hand_eager",
