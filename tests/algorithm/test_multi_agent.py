@@ -353,7 +353,7 @@ def test_a_none_reward_is_named_not_stored_as_zero():
 
 def test_two_independent_cartpole_policies_learn():
     """The default overlapped loop, in the driver (as in test_learning.py): the best of the last
-    three of 12 iterations was 622 and 337 for seeds 0 and 1, the first 41 and 45."""
+    three of 9 iterations was 300 and 250 for seeds 0 and 1, the first 41 and 45."""
     algo = cartpoles(
         {"p0", "p1"},
         one_per_agent,
@@ -364,7 +364,7 @@ def test_two_independent_cartpole_policies_learn():
         overlap_sampling=True,
     ).build_algo()
     try:
-        returns = [algo.train()["env_runners"]["episode_return_mean"] for _ in range(12)]
+        returns = [algo.train()["env_runners"]["episode_return_mean"] for _ in range(9)]
     finally:
         algo.stop()
     # Two agents' returns summed: about 44 for random policies.

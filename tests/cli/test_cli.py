@@ -57,23 +57,46 @@ rllib-ppo:
     minibatch_size: 64
 """
 
-# The run that test_train_file_writes_results_and_checkpoints and
-# test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files read: TINY's two
-# experiments, stopped on env steps (384: 3 iterations), RLlib's PPO on a remote EnvRunner (whose
-# start makes Ray's known-harmless messages), and a third experiment whose simulator's 300th
-# step raises, in its third iteration.
+# The run that the tests below `tiny_run` read, with every outcome a trial can have: TINY's two
+# experiments, stopped on env steps (384: 3 iterations), GePPO's env by a Tune name that a module
+# beside the file registers (--import), RLlib's PPO on a remote EnvRunner (whose start makes
+# Ray's known-harmless messages); "broken", its env a class path to a module beside the file,
+# whose simulator's 300th step raises, in its third iteration; and "nothing-sampled", whose
+# every step raises on its one EnvRunner, restarted (its iteration ends before GePPO's
+# max_failed_samples_in_a_row, 3, would stop the run).
 TINY_RUN = (
-    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}").replace(
-        "    minibatch_size: 64\n", "    minibatch_size: 64\n    num_env_runners: 1\n"
-    )
+    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}")
+    .replace("env: Pendulum-v1", "env: pendulum-by-name", 1)
+    .replace("    minibatch_size: 64\n", "    minibatch_size: 64\n    num_env_runners: 1\n")
     + """broken:
   run: GePPO
   env: broken_simulator.BrokenSimulator
   stop: {num_env_steps_sampled_lifetime: 384}
   config: *config
+nothing-sampled:
+  run: GePPO
+  env: broken_simulator.BrokenCartPole
+  stop: {training_iteration: 1}
+  config:
+    train_batch_size_per_learner: 64
+    num_epochs: 1
+    num_env_runners: 1
+    delay_between_env_runner_restarts_s: 0
 """
 )
-assert TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3 and "num_env_runners: 1" in TINY_RUN
+assert (
+    TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3
+    and "num_env_runners: 1" in TINY_RUN
+    and "env: pendulum-by-name" in TINY_RUN
+)
+
+# Imported with --import: in the command and in every Ray worker, before the trials make envs.
+REGISTRATIONS = """
+import gymnasium as gym
+from ray import tune
+
+tune.register_env("pendulum-by-name", lambda config: gym.make("Pendulum-v1"))
+"""
 
 #: Longer than the 300 characters a summary line once cut errors at.
 LOST_MESH = "the simulator lost its mesh at step 300: " + "cell 17 has a negative volume; " * 12
@@ -94,6 +117,16 @@ class BrokenSimulator(gym.Wrapper):
         if self.steps == 300:
             raise RuntimeError({LOST_MESH!r})
         return self.env.step(action)
+
+
+class BrokenCartPole(gym.Wrapper):
+    """CartPole whose every step raises."""
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+
+    def step(self, action):
+        raise RuntimeError("the simulator is broken")
 '''
 
 GRID = """
@@ -123,15 +156,20 @@ def dry_run(capsys, *argv: str) -> dict:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """TINY_RUN through the console script, with an evaluation every second iteration (its
-    keys first appear in iteration 2); the storage path and the finished command."""
-    folder = tmp_path_factory.mktemp("tiny")
-    (folder / "broken_simulator.py").write_text(BROKEN_SIMULATOR)  # beside the file: shipped to Ray
+    """TINY_RUN through the console script, run from another folder, with an evaluation every
+    second iteration (its keys first appear in iteration 2); the storage path and the finished
+    command. The modules beside the file reach the trials in Ray's workers only if the command
+    ships them (without them the trials fail with RLlib's error)."""
+    folder, elsewhere = tmp_path_factory.mktemp("tiny"), tmp_path_factory.mktemp("elsewhere")
+    (folder / "broken_simulator.py").write_text(BROKEN_SIMULATOR)
+    (folder / "registrations.py").write_text(REGISTRATIONS)
     yaml_file = write(folder, TINY_RUN, "tiny.yaml")
     overrides = ["evaluation_interval=2", "evaluation_duration=1", "evaluation_duration_unit=episodes"]
     proc = subprocess.run(
-        [str(RLLIB), "train", "file", str(yaml_file), "--storage-path", str(folder / "results")]
+        [str(RLLIB), "train", "file", str(yaml_file), "--import", "registrations"]
+        + ["--storage-path", str(folder / "results")]
         + [arg for override in overrides for arg in ("-c", override)],
+        cwd=elsewhere,
         capture_output=True,
         text=True,
         timeout=300,
@@ -140,6 +178,8 @@ def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 
 def test_train_file_writes_results_and_checkpoints(tiny_run):
+    """Both healthy trials finish (GePPO's made its env by the Tune name that --import
+    registered), with Tune's files, checkpoints and a summary line each."""
     results_dir, proc = tiny_run
     assert proc.returncode == 1, proc.stderr[-3000:]  # the broken trial failed, the others not
     for experiment in ("geppo", "rllib-ppo"):
@@ -198,7 +238,7 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
     assert f"env.step() failed with RuntimeError: {LOST_MESH}. Fix the environment" in summary, summary
     assert f", error {run_dir}/broken_" in summary and summary.endswith("/error.txt"), summary
     assert f"Results: {run_dir}" in console
-    assert "Progress: env steps" in console
+    assert "% of the stop budgets" in console  # two kinds of budget: env steps and iterations
     # Tune's tables name the trials' folders under the storage path, not Tune's staging folder in
     # Ray's session directory (which Ray's own warnings, e.g. of a nearly full disk, may still name).
     assert "Result logdir" not in console
@@ -215,6 +255,16 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
         "learners/default_policy/effective_sample_size",
     ):
         assert f"ray/tune/{key}" in tags, key
+
+
+def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
+    """Its one iteration ended without error, on no env step: the summary calls it what it is."""
+    _, proc = tiny_run
+    summary = proc.stdout.split("\nSummary:\n")[1]
+    (line,) = [line for line in summary.splitlines() if line.startswith("  nothing-sampled_")]
+    assert ": ERROR, " in line and "env steps 0" in line
+    assert "it sampled no env step: every sample failed" in line
+    assert "RuntimeError: the simulator is broken" in proc.stdout + proc.stderr  # the EnvRunner's error
 
 
 def test_python_m_dry_run_resolves_grid_search(tmp_path):

@@ -2,9 +2,7 @@
 namespace; the YAML block passes `rllib train file --dry-run` with the page's class by path."""
 
 import re
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,7 +12,6 @@ from rllib_geppo.cli.main import main
 from helpers import DOCS
 
 PAGE = DOCS / "your_environment.md"
-RLLIB = Path(sys.executable).with_name("rllib")  # the console script
 
 
 def blocks(language: str) -> list[str]:
@@ -53,86 +50,29 @@ def test_the_yaml_example_passes_a_dry_run(tmp_path, page_namespace, monkeypatch
     sys.modules.pop("my_package", None)
 
 
-# -- Modules beside the YAML file, and --import ------------------------------------------------
+# -- A module found nowhere ------------------------------------------------------------------
+# (Modules beside the YAML file and --import reaching the trials: tests/cli/test_cli.py's shared run.)
 
-TARGET_ENV = '''
-import gymnasium as gym
-import numpy as np
-
-
-class TargetEnv(gym.Env):
-    """Step left or right towards x = 3; reward minus the distance, 20 steps."""
-
-    def __init__(self, config=None):
-        self.observation_space = gym.spaces.Box(-30.0, 30.0, (1,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.x, self.t = 0.0, 0
-        return np.array([self.x], np.float32), {}
-
-    def step(self, action):
-        self.x += 1.0 if action else -1.0
-        self.t += 1
-        return np.array([self.x], np.float32), -abs(self.x - 3.0), False, self.t >= 20, {}
-'''
-TARGET_YAML = "".join(
-    f"""
-{name}:
+TARGET_YAML = """
+by-path:
   run: GePPO
-  env: {env}
-  stop: {{training_iteration: 1}}
-  config: {{num_env_runners: 0, train_batch_size_per_learner: 40, num_epochs: 1}}
+  env: targets.TargetEnv
+  stop: {training_iteration: 1}
+  config: {num_env_runners: 0, train_batch_size_per_learner: 40, num_epochs: 1}
 """
-    for name, env in (("by-path", "targets.TargetEnv"), ("by-name", "target-v0"))
-)
-
-
-def test_a_module_beside_the_yaml_file_and_one_named_with_import_reach_the_trials(tmp_path):
-    """`env: targets.TargetEnv` with targets.py beside the file, and a Tune name that a module
-    beside it registers (--import), run from another folder: the trials, in Ray's workers,
-    make both envs (without the modules shipped they fail in the trial with RLlib's error)."""
-    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
-    project.mkdir(), elsewhere.mkdir()
-    (project / "targets.py").write_text(TARGET_ENV)
-    (project / "registrations.py").write_text(
-        "from ray import tune\n\nfrom targets import TargetEnv\n\n"
-        "tune.register_env('target-v0', lambda config: TargetEnv(config))\n"
-    )
-    (project / "targets.yaml").write_text(TARGET_YAML)
-    proc = subprocess.run(
-        [
-            str(RLLIB),
-            "train",
-            "file",
-            str(project / "targets.yaml"),
-            "--import",
-            "registrations",
-            "--storage-path",
-            str(tmp_path / "results"),
-        ],
-        cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = proc.stdout.split("\nSummary:\n")[1]
-    assert summary.count("TERMINATED") == 2 and summary.count("env steps 40") == 2
 
 
 @pytest.mark.parametrize(
     "yaml_text, argv, message",
     [
         (
-            TARGET_YAML.split("\nby-name")[0],
+            TARGET_YAML,
             [],
             "experiment 'by-path', 'env: targets.TargetEnv': cannot import targets: it is not "
             "installed, not on PYTHONPATH and not beside",
         ),
         (
-            TARGET_YAML.split("\nby-name")[0].replace("targets.TargetEnv", "Pendulum-v1"),
+            TARGET_YAML.replace("targets.TargetEnv", "Pendulum-v1"),
             ["--import", "registrations"],
             "--import registrations: cannot import registrations",
         ),
