@@ -59,15 +59,14 @@ rllib-ppo:
 
 # The run that the tests below `tiny_run` read, with every outcome a trial can have: TINY's two
 # experiments, stopped on env steps (384: 3 iterations), GePPO's env by a Tune name that a module
-# beside the file registers (--import), RLlib's PPO on a remote EnvRunner (whose start makes
-# Ray's known-harmless messages); "broken", its env a class path to a module beside the file,
-# whose simulator's 300th step raises, in its third iteration; and "nothing-sampled", whose
-# every step raises on its one EnvRunner, restarted (its iteration ends before GePPO's
-# max_failed_samples_in_a_row, 3, would stop the run).
+# beside the file registers (--import); "broken", its env a class path to a module beside the
+# file, whose simulator's 300th step raises, in its third iteration; and "nothing-sampled", whose
+# every step raises on its one remote EnvRunner, restarted (its start makes Ray's known-harmless
+# messages; its iteration ends before GePPO's max_failed_samples_in_a_row, 3, would stop the run).
 TINY_RUN = (
-    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}")
-    .replace("env: Pendulum-v1", "env: pendulum-by-name", 1)
-    .replace("    minibatch_size: 64\n", "    minibatch_size: 64\n    num_env_runners: 1\n")
+    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}").replace(
+        "env: Pendulum-v1", "env: pendulum-by-name", 1
+    )
     + """broken:
   run: GePPO
   env: broken_simulator.BrokenSimulator
@@ -84,11 +83,7 @@ nothing-sampled:
     delay_between_env_runner_restarts_s: 0
 """
 )
-assert (
-    TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3
-    and "num_env_runners: 1" in TINY_RUN
-    and "env: pendulum-by-name" in TINY_RUN
-)
+assert TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3 and "env: pendulum-by-name" in TINY_RUN
 
 # Imported with --import: in the command and in every Ray worker, before the trials make envs.
 REGISTRATIONS = """
