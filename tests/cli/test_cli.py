@@ -62,7 +62,8 @@ rllib-ppo:
 # beside the file registers (--import); "broken", its env a class path to a module beside the
 # file, whose simulator's 300th step raises, in its third iteration; and "nothing-sampled", whose
 # every step raises on its one remote EnvRunner, restarted (its start makes Ray's known-harmless
-# messages; its iteration ends before GePPO's max_failed_samples_in_a_row, 3, would stop the run).
+# messages; its iteration ends before GePPO's max_failed_samples_in_a_row, 3, would stop the run);
+# and "old-stack", GePPO on RLlib's old API stack.
 TINY_RUN = (
     TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}").replace(
         "env: Pendulum-v1", "env: pendulum-by-name", 1
@@ -81,6 +82,14 @@ nothing-sampled:
     num_epochs: 1
     num_env_runners: 1
     delay_between_env_runner_restarts_s: 0
+old-stack:
+  run: GePPO
+  env: Pendulum-v1
+  stop: {training_iteration: 2}
+  config:
+    <<: *config
+    enable_rl_module_and_learner: false
+    enable_env_runner_and_connector_v2: false
 """
 )
 assert TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3 and "env: pendulum-by-name" in TINY_RUN
@@ -260,6 +269,15 @@ def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
     assert ": ERROR, " in line and "env steps 0" in line
     assert "it sampled no env step: every sample failed" in line
     assert "RuntimeError: the simulator is broken" in proc.stdout + proc.stderr  # the EnvRunner's error
+
+
+def test_the_old_api_stack_trains_from_the_command_line(tiny_run):
+    results_dir, _ = tiny_run
+    (trial_dir,) = (results_dir / "tiny").glob("old-stack_*")
+    results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    stats = [r["info"]["learner"]["default_policy"]["learner_stats"] for r in results]
+    assert [s["num_policies"] for s in stats] == [1, 2] and all(math.isfinite(s["tv"]) for s in stats)
 
 
 def test_python_m_dry_run_resolves_grid_search(tmp_path):

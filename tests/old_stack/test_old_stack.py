@@ -1,10 +1,7 @@
-"""GePPO on RLlib's old API stack: the same math as the new stack, training, checkpoints, CLI."""
+"""GePPO on RLlib's old API stack: the same math as the new stack, training, checkpoints (the
+command line runs it in tests/cli/test_cli.py's shared run)."""
 
-import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -26,9 +23,6 @@ from rllib_geppo.core.update_inputs import UpdateInputs
 from rllib_geppo.old_stack.training_step import batch_segments, update_policy
 
 from helpers import METRICS, check_lr_rule, check_run_metrics
-
-RLLIB_GEPPO = Path(sys.executable).with_name("rllib-geppo")  # the console script
-
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
@@ -325,39 +319,6 @@ def test_fcnet_settings_in_the_old_model_dict_are_rejected():
     config = old_stack(GePPOConfig()).training(model={"fcnet_hiddens": [32]})
     with pytest.raises(ValueError, match="takes `fcnet_hiddens` from `model_config`"):
         GePPOTorchPolicy(env.observation_space, env.action_space, config.to_dict())
-
-
-# -- The command line ---------------------------------------------------------------------------
-
-OLD_STACK_YAML = """
-geppo-old-stack:
-  run: GePPO
-  env: Pendulum-v1
-  stop: {training_iteration: 2}
-  config:
-    enable_rl_module_and_learner: false
-    enable_env_runner_and_connector_v2: false
-    train_batch_size_per_learner: 128
-    num_epochs: 1
-    num_env_runners: 0
-"""
-
-
-def test_rllib_train_file_runs_the_old_stack(tmp_path):
-    yaml_file = tmp_path / "old.yaml"
-    yaml_file.write_text(OLD_STACK_YAML)
-    proc = subprocess.run(
-        [str(RLLIB_GEPPO), "train", "file", str(yaml_file), "--storage-path", str(tmp_path / "results")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (trial_dir,) = (tmp_path / "results" / "old").glob("geppo-old-stack_*")
-    results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-    assert [r["training_iteration"] for r in results] == [1, 2]
-    assert [learner_stats(r)["num_policies"] for r in results] == [1, 2]
-    assert all(math.isfinite(learner_stats(r)["tv"]) for r in results)
 
 
 def test_the_remote_rollout_worker_starts_with_the_driver_s_weights(built):
