@@ -26,8 +26,8 @@ import ray
 #: The shared Ray's logical CPUs (see the module docstring).
 RAY_CPUS = max(8, os.cpu_count() or 1)
 #: Test folders by the time their modules take, longest first, except that the two whose modules
-#: start Ray themselves (``no_ray``) come together, so that each worker starts its local Ray
-#: again as seldom as it can; the rest follow in their order.
+#: mostly start Ray themselves (``no_ray``) come together, so that each worker starts its local
+#: Ray again as seldom as it can; the rest follow in their order.
 SLOW_FIRST = ("cli", "baselines", "algorithm", "rl_module", "learner", "old_stack", "sampling", "deployment")
 
 

@@ -57,17 +57,21 @@ rllib-ppo:
     minibatch_size: 64
 """
 
-# The run that the tests below `tiny_run` read, with every outcome a trial can have: TINY's two
-# experiments, stopped on env steps (384: 3 iterations), GePPO's env by a Tune name that a module
-# beside the file registers (--import); "broken", its env a class path to a module beside the
-# file, whose simulator's 300th step raises, in its third iteration; and "nothing-sampled", whose
-# every step raises on its one remote EnvRunner, restarted (its start makes Ray's known-harmless
-# messages; its iteration ends before GePPO's max_failed_samples_in_a_row, 3, would stop the run);
-# and "old-stack", GePPO on RLlib's old API stack.
+# The run that the tests below `tiny_run` read: each way a trial ends in a run that finishes, on
+# both API stacks. Its experiments:
+# - "geppo" and "rllib-ppo", TINY's, stopped on env steps (384: 3 iterations); GePPO's env is a
+#   gymnasium id and PPO's a Tune name, both registered by a module beside the file that
+#   --import names (the id only in the processes that import it);
+# - "broken", a class path to a module beside the file, whose 300th step raises (iteration 3);
+# - "nothing-sampled", whose every step raises on its one remote EnvRunner, restarted (its start
+#   makes Ray's known-harmless messages); its one iteration ends before GePPO's
+#   max_failed_samples_in_a_row (3) would stop the run;
+# - "old-stack", GePPO on RLlib's old API stack, evaluated in its last iteration (the command's
+#   -c overrides reach every experiment).
 TINY_RUN = (
-    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}").replace(
-        "env: Pendulum-v1", "env: pendulum-by-name", 1
-    )
+    TINY.replace("{training_iteration: 3}", "{num_env_steps_sampled_lifetime: 384}")
+    .replace("env: Pendulum-v1", "env: PendulumByImport-v0", 1)
+    .replace("env: Pendulum-v1", "env: pendulum-by-name", 1)
     + """broken:
   run: GePPO
   env: broken_simulator.BrokenSimulator
@@ -92,13 +96,16 @@ old-stack:
     enable_env_runner_and_connector_v2: false
 """
 )
-assert TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3 and "env: pendulum-by-name" in TINY_RUN
+assert TINY_RUN.count("num_env_steps_sampled_lifetime: 384") == 3
+assert "env: PendulumByImport-v0" in TINY_RUN and "env: pendulum-by-name" in TINY_RUN
 
 # Imported with --import: in the command and in every Ray worker, before the trials make envs.
+# Tune's names travel with the Ray session; gymnasium's ids stay in the process that registers them.
 REGISTRATIONS = """
 import gymnasium as gym
 from ray import tune
 
+gym.register("PendulumByImport-v0", "gymnasium.envs.classic_control:PendulumEnv", max_episode_steps=200)
 tune.register_env("pendulum-by-name", lambda config: gym.make("Pendulum-v1"))
 """
 
@@ -176,16 +183,16 @@ def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
         cwd=elsewhere,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # five trials, on as few as 2 CPUs
     )
     return folder / "results", proc
 
 
 def test_train_file_writes_results_and_checkpoints(tiny_run):
-    """Both healthy trials finish (GePPO's made its env by the Tune name that --import
-    registered), with Tune's files, checkpoints and a summary line each."""
+    """TINY's two trials finish (their envs registered by --import, in the trial's process
+    too), with Tune's files, checkpoints and a summary line each."""
     results_dir, proc = tiny_run
-    assert proc.returncode == 1, proc.stderr[-3000:]  # the broken trial failed, the others not
+    assert proc.returncode == 1, proc.stderr[-3000:]  # two trials failed ("broken", "nothing-sampled")
     for experiment in ("geppo", "rllib-ppo"):
         # All experiments land in one run directory (results/<file stem>), with all Tune files.
         (trial_dir,) = (results_dir / "tiny").glob(f"{experiment}_*")
@@ -225,9 +232,9 @@ def event_tags(trial_dir: Path) -> set[str]:
 
 def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(tiny_run):
     """What a user sees while training: known-harmless messages hidden, real errors shown,
-    progress toward the stop budget, the real results folder, GePPO's scalars in TensorBoard."""
+    progress toward the stop budgets, the real results folder, GePPO's scalars in TensorBoard."""
     results_dir, proc = tiny_run
-    assert proc.returncode == 1, proc.stderr[-3000:]  # the broken trial failed
+    assert proc.returncode == 1, proc.stderr[-3000:]  # two trials failed
     console, run_dir = proc.stdout + proc.stderr, results_dir / "tiny"
     for noise in (
         "on the new API stack!",
@@ -272,12 +279,17 @@ def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
 
 
 def test_the_old_api_stack_trains_from_the_command_line(tiny_run):
-    results_dir, _ = tiny_run
+    """GePPO's old-stack trial trains, evaluates and ends with a checkpoint."""
+    results_dir, proc = tiny_run
+    summary = proc.stdout.split("\nSummary:\n")[1]
+    (line,) = [line for line in summary.splitlines() if line.startswith("  old-stack_")]
+    assert ": TERMINATED, " in line and "checkpoint " in line, line
     (trial_dir,) = (results_dir / "tiny").glob("old-stack_*")
     results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
     assert [r["training_iteration"] for r in results] == [1, 2]
     stats = [r["info"]["learner"]["default_policy"]["learner_stats"] for r in results]
     assert [s["num_policies"] for s in stats] == [1, 2] and all(math.isfinite(s["tv"]) for s in stats)
+    assert math.isfinite(results[1]["evaluation"]["env_runners"]["episode_return_mean"])
 
 
 def test_python_m_dry_run_resolves_grid_search(tmp_path):
