@@ -188,6 +188,19 @@ def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return folder / "results", proc
 
 
+def summary_line(proc: subprocess.CompletedProcess, experiment: str) -> str:
+    """The line of the run's closing summary for the experiment's one trial."""
+    lines = proc.stdout.split("\nSummary:\n")[1].splitlines()
+    (line,) = [line for line in lines if line.startswith(f"  {experiment}_")]
+    return line
+
+
+def trial_results(results_dir: Path, experiment: str) -> tuple[Path, list[dict]]:
+    """The experiment's one trial in `tiny_run`'s run: its folder and its result.json rows."""
+    (trial_dir,) = (results_dir / "tiny").glob(f"{experiment}_*")
+    return trial_dir, [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+
+
 def test_train_file_writes_results_and_checkpoints(tiny_run):
     """TINY's two trials finish (their envs registered by --import, in the trial's process
     too), with Tune's files, checkpoints and a summary line each."""
@@ -195,8 +208,7 @@ def test_train_file_writes_results_and_checkpoints(tiny_run):
     assert proc.returncode == 1, proc.stderr[-3000:]  # two trials failed ("broken", "nothing-sampled")
     for experiment in ("geppo", "rllib-ppo"):
         # All experiments land in one run directory (results/<file stem>), with all Tune files.
-        (trial_dir,) = (results_dir / "tiny").glob(f"{experiment}_*")
-        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        trial_dir, results = trial_results(results_dir, experiment)
         assert [r["training_iteration"] for r in results] == [1, 2, 3]
         returns = [r["env_runners"].get("episode_return_mean", math.nan) for r in results]
         assert math.isnan(returns[0]) and math.isfinite(returns[1]) and math.isnan(returns[2])
@@ -208,8 +220,7 @@ def test_train_file_writes_results_and_checkpoints(tiny_run):
         assert math.isfinite(float(evaluated[1]))  # the late column kept, with its value
         assert [int(row["training_iteration"]) for row in rows] == [1, 2, 3]
         assert list(trial_dir.glob("checkpoint_*/algorithm_state.pkl"))
-        summary_lines = proc.stdout.split("\nSummary:\n")[1].splitlines()
-        (summary,) = [line for line in summary_lines if line.strip().startswith(f"{experiment}_")]
+        summary = summary_line(proc, experiment)
         assert "TERMINATED" in summary and "env steps 384" in summary
         # The best return skips iterations without one (Tune's own max is NaN after them).
         assert f"best return {returns[1]:.2f}" in summary
@@ -271,8 +282,7 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
 def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
     """Its one iteration ended without error, on no env step: the summary calls it what it is."""
     _, proc = tiny_run
-    summary = proc.stdout.split("\nSummary:\n")[1]
-    (line,) = [line for line in summary.splitlines() if line.startswith("  nothing-sampled_")]
+    line = summary_line(proc, "nothing-sampled")
     assert ": ERROR, " in line and "env steps 0" in line
     assert "it sampled no env step: every sample failed" in line
     assert "RuntimeError: the simulator is broken" in proc.stdout + proc.stderr  # the EnvRunner's error
@@ -281,11 +291,9 @@ def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
 def test_the_old_api_stack_trains_from_the_command_line(tiny_run):
     """GePPO's old-stack trial trains, evaluates and ends with a checkpoint."""
     results_dir, proc = tiny_run
-    summary = proc.stdout.split("\nSummary:\n")[1]
-    (line,) = [line for line in summary.splitlines() if line.startswith("  old-stack_")]
+    line = summary_line(proc, "old-stack")
     assert ": TERMINATED, " in line and "checkpoint " in line, line
-    (trial_dir,) = (results_dir / "tiny").glob("old-stack_*")
-    results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+    _, results = trial_results(results_dir, "old-stack")
     assert [r["training_iteration"] for r in results] == [1, 2]
     stats = [r["info"]["learner"]["default_policy"]["learner_stats"] for r in results]
     assert [s["num_policies"] for s in stats] == [1, 2] and all(math.isfinite(s["tv"]) for s in stats)
