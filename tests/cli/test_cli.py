@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 import ray
 import yaml
+from ray.tune import ExperimentAnalysis
 
 from rllib_geppo.cli.main import main
-from rllib_geppo.cli.outcomes import actor_lost
+from rllib_geppo.cli.outcomes import actor_lost, exit_status
 from rllib_geppo.cli.resume import complete_checkpoints
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 from rllib_geppo.records.checkpoint_manifest import write_manifest
@@ -280,12 +281,18 @@ def test_a_run_is_quiet_shows_progress_and_errors_and_writes_tensorboard_files(t
 
 
 def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
-    """Its one iteration ended without error, on no env step: the summary calls it what it is."""
-    _, proc = tiny_run
+    """Its one iteration ended without error, on no env step: the summary and the exit status
+    call it what it is."""
+    results_dir, proc = tiny_run
     line = summary_line(proc, "nothing-sampled")
     assert ": ERROR, " in line and "env steps 0" in line
     assert "it sampled no env step: every sample failed" in line
     assert "RuntimeError: the simulator is broken" in proc.stdout + proc.stderr  # the EnvRunner's error
+    # The exit status reads the same status: 1 for this trial alone, as for one that raised.
+    trials = {str(t).split("_")[0]: t for t in ExperimentAnalysis(str(results_dir / "tiny")).trials}
+    assert trials["nothing-sampled"].status == "TERMINATED"  # Tune's status
+    assert exit_status("resume", [trials["nothing-sampled"]], None, None) == 1
+    assert exit_status("resume", [trials["geppo"], trials["old-stack"]], None, None) == 0
 
 
 def test_the_old_api_stack_trains_from_the_command_line(tiny_run):
