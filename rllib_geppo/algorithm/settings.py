@@ -172,8 +172,9 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
             "The initial policy std in half action ranges (Box actions; the paper: 0.5 on Ant "
             "and Humanoid)."),
     Setting("sample_reuse", True, flag(),
-            "False turns GePPO into the paper's PPO baseline: M = 1, B*n new samples per "
-            "iteration, eps_PPO, plain GAE (with `adaptive_lr`, the paper's PPO-Adapt)."),
+            "False: M = 1, B*n new samples per iteration, eps_PPO, plain GAE; with "
+            "`adaptive_lr=False` the paper's PPO baseline, with `adaptive_lr=True` (the "
+            "default) its PPO-Adapt."),
     Setting("overlap_sampling", "auto", one_of((True, False, "auto")),
             "The EnvRunners sample the next batch while the learners update, so the youngest "
             'stored batch is one iteration old at every update. "auto": on with sample reuse, '
