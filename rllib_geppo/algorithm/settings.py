@@ -480,6 +480,13 @@ def natural_gradient_problems(config: Any) -> list[str]:
             "one natural-gradient step, its size set by delta = eps^2 / 2. Fix: "
             ".training(adaptive_lr=False)."
         )
+    lr_default = next(setting.default for setting in RLLIB_SETTINGS if setting.name == "lr")
+    if not _same(config.lr, lr_default):
+        problems.append(
+            f"`lr={config.lr!r}` is the step size of GePPO's policy optimizer; {name}'s policy has "
+            "none: its one natural-gradient step is sized by delta = eps^2 / 2 (`clip_param` sets "
+            f"eps), and its critic's Adam step by `vf_lr`. Fix: leave `lr` at {lr_default!r}."
+        )
     if config.num_learners > 1:
         problems.append(
             f"`num_learners={config.num_learners}`: {name} runs on one learner. Fix: "
