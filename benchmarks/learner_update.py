@@ -40,6 +40,7 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_geppo import GePPOConfig, GeTRPOConfig, GeVMPOConfig
+from rllib_geppo.algorithm.settings import CLIPPED_STEP_SETTINGS
 from rllib_geppo.learner.step_path import StepChoice
 from rllib_geppo.learner.torch_learner import GePPOTorchLearner
 from rllib_geppo.presets import SCALE
@@ -76,6 +77,8 @@ def filled(algorithm: str, env: str, n: int, setting: dict, *, seed: int = 0):
     config = ALGORITHMS[algorithm]()
     if "learner_class" in setting:
         config.learners(learner_class=setting.pop("learner_class"))
+    if config.natural_gradient:  # its policy has no lr: the preset's is GePPO's alone
+        setting = {key: value for key, value in setting.items() if key not in CLIPPED_STEP_SETTINGS}
     algo = (
         config.environment(env)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=max(1, n // 512))

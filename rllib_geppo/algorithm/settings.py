@@ -243,6 +243,17 @@ GEPPO_SETTINGS: tuple[Setting, ...] = (
 
 #: The settings of the natural-gradient step, which GePPO's clipped update does not take.
 NATURAL_GRADIENT_SETTINGS = ("cg_iterations", "cg_damping", "kl_max_factor", "max_backtracks")
+#: The settings of GePPO's clipped minibatch steps of the policy, which GeTRPO's and GeVMPO's one
+#: natural-gradient step does not take (their critic's steps have no clip either).
+CLIPPED_STEP_SETTINGS = (
+    "lr",
+    "lr_adapt_factor",
+    "lr_adapt_min_ratio",
+    "entropy_coeff",
+    "grad_clip",
+    "grad_clip_by",
+    "grad_clip_scope",
+)
 
 #: RLlib's settings, with GePPO's defaults (the paper's) and rules that hold for any algorithm.
 RLLIB_SETTINGS: tuple[Setting, ...] = (
@@ -322,6 +333,8 @@ NEW_STACK_ONLY = {
 
 #: The names of GePPO's own settings, which ``GePPOConfig.training`` takes.
 GEPPO_NAMES = frozenset(setting.name for setting in GEPPO_SETTINGS)
+#: Every setting's default, GePPO's and RLlib's.
+DEFAULTS = {setting.name: setting.default for setting in GEPPO_SETTINGS + RLLIB_SETTINGS}
 
 
 def training_signature(rllib_training: Callable) -> inspect.Signature:
@@ -451,15 +464,14 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
             "constant `lr`, the lr rule's starting value."
         )
     if config.natural_gradient:
-        problems += natural_gradient_problems(config)
+        problems += natural_gradient_problems(config, failed)
     else:
-        defaults = {setting.name: setting.default for setting in GEPPO_SETTINGS}
         problems += [
-            f"`{name}={getattr(config, name)!r}` sets GeTRPO's and GeVMPO's natural-gradient step; "
-            f"GePPO takes clipped minibatch steps. Fix: leave it at {defaults[name]!r}, or use "
-            "GeTRPOConfig or GeVMPOConfig."
-            for name in NATURAL_GRADIENT_SETTINGS
-            if name not in failed and getattr(config, name) != defaults[name]
+            f"`{setting}={getattr(config, setting)!r}` sets GeTRPO's and GeVMPO's natural-gradient "
+            f"step; GePPO takes clipped minibatch steps. Fix: leave it at {DEFAULTS[setting]!r}, "
+            "or use GeTRPOConfig or GeVMPOConfig."
+            for setting in NATURAL_GRADIENT_SETTINGS
+            if setting not in failed and getattr(config, setting) != DEFAULTS[setting]
         ]
     if config.is_multi_agent and config.stagger_starts:
         problems.append(
@@ -469,23 +481,24 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
     return problems
 
 
-def natural_gradient_problems(config: Any) -> list[str]:
+def natural_gradient_problems(config: Any, failed: set[str]) -> list[str]:
     """What GeTRPO and GeVMPO cannot run with: their policy takes one natural-gradient step per
-    update, with no optimizer of its own."""
+    update, with no optimizer of its own, so GePPO's settings of its clipped steps are refused
+    away from their defaults (``failed``: settings already refused by their own rule)."""
     name = type(config).__name__.removesuffix("Config")
-    problems = []
+    problems = [
+        f"`{setting}={getattr(config, setting)!r}` sets GePPO's clipped minibatch steps of the "
+        f"policy; {name}'s policy takes one natural-gradient step, sized by delta = eps^2 / 2 "
+        "(`clip_param` sets eps), with no lr, entropy bonus or gradient clip; its critic takes "
+        f"Adam steps of `vf_lr`, unclipped. Fix: leave it at {DEFAULTS[setting]!r}."
+        for setting in CLIPPED_STEP_SETTINGS
+        if setting not in failed and not _same(getattr(config, setting), DEFAULTS[setting])
+    ]
     if config.adaptive_lr:
         problems.append(
             f"`adaptive_lr=True` adapts the lr of GePPO's policy optimizer; {name}'s policy takes "
             "one natural-gradient step, its size set by delta = eps^2 / 2. Fix: "
             ".training(adaptive_lr=False)."
-        )
-    lr_default = next(setting.default for setting in RLLIB_SETTINGS if setting.name == "lr")
-    if not _same(config.lr, lr_default):
-        problems.append(
-            f"`lr={config.lr!r}` is the step size of GePPO's policy optimizer; {name}'s policy has "
-            "none: its one natural-gradient step is sized by delta = eps^2 / 2 (`clip_param` sets "
-            f"eps), and its critic's Adam step by `vf_lr`. Fix: leave `lr` at {lr_default!r}."
         )
     if config.num_learners > 1:
         problems.append(

@@ -72,10 +72,8 @@ def test_they_are_registered_with_tune(name):
     ("config", "message"),
     [
         (GeTRPOConfig().training(adaptive_lr=True), "`adaptive_lr=True` adapts the lr of GePPO's policy"),
-        (
-            GeVMPOConfig().training(lr=1e-3),
-            "`lr=0.001` is the step size of GePPO's policy optimizer; GeVMPO's",
-        ),
+        (GeVMPOConfig().training(lr=1e-3), "`lr=0.001` sets GePPO's clipped minibatch steps of the policy"),
+        (GeTRPOConfig().training(grad_clip_scope="all"), "`grad_clip_scope='all'` sets GePPO's clipped"),
         (GeVMPOConfig().learners(num_learners=2), "`num_learners=2`: GeVMPO runs on one learner"),
         (
             GeTRPOConfig().api_stack(
