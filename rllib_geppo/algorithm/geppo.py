@@ -274,8 +274,8 @@ class GePPOConfig(PPOConfig):
                 problems[0]
                 if len(problems) == 1
                 else (
-                    f"GePPO cannot run with {len(problems)} settings of this config; fix them all:\n"
-                    + "\n".join(f"  - {problem}" for problem in problems)
+                    f"{self.algo_class.__name__} cannot run with {len(problems)} settings of this "
+                    "config; fix them all:\n" + "\n".join(f"  - {problem}" for problem in problems)
                 )
             )
             # Each message names its fix: RLlib's advice to switch validation off is left out,

@@ -485,7 +485,7 @@ def natural_gradient_problems(config: Any, failed: set[str]) -> list[str]:
     """What GeTRPO and GeVMPO cannot run with: their policy takes one natural-gradient step per
     update, with no optimizer of its own, so GePPO's settings of its clipped steps are refused
     away from their defaults (``failed``: settings already refused by their own rule)."""
-    name = type(config).__name__.removesuffix("Config")
+    name = config.algo_class.__name__
     problems = [
         f"`{setting}={getattr(config, setting)!r}` sets GePPO's clipped minibatch steps of the "
         f"policy; {name}'s policy takes one natural-gradient step, sized by delta = eps^2 / 2 "

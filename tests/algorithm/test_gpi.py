@@ -89,6 +89,15 @@ def test_what_they_cannot_run_with_is_refused_with_the_fix(config, message):
         config.environment("Pendulum-v1").validate()
 
 
+def test_several_refusals_come_at_once_under_the_algorithm_s_name():
+    config = GeTRPOConfig().environment("Pendulum-v1").training(lr=1e-2, entropy_coeff=0.01)
+    with pytest.raises(ValueError) as refused:
+        config.validate()
+    message = str(refused.value)
+    assert message.startswith("GeTRPO cannot run with 2 settings of this config; fix them all:\n")
+    assert "`lr=0.01` sets GePPO's clipped" in message and "`entropy_coeff=0.01` sets" in message
+
+
 def test_early_stop_ends_geppo_s_epochs_once_the_tv_passes_its_target():
     """A large lr moves the policy far in one epoch: with early_stop the update ends after it
     (4 steps of 4 x 4), without it runs all 4 epochs."""
