@@ -20,7 +20,7 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -470,8 +470,7 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
             f"`{setting}={getattr(config, setting)!r}` sets GeTRPO's and GeVMPO's natural-gradient "
             f"step; GePPO takes clipped minibatch steps. Fix: leave it at {DEFAULTS[setting]!r}, "
             "or use GeTRPOConfig or GeVMPOConfig."
-            for setting in NATURAL_GRADIENT_SETTINGS
-            if setting not in failed and getattr(config, setting) != DEFAULTS[setting]
+            for setting in _changed(config, NATURAL_GRADIENT_SETTINGS, failed)
         ]
     if config.is_multi_agent and config.stagger_starts:
         problems.append(
@@ -484,15 +483,14 @@ def combination_problems(config: Any, failed: set[str]) -> list[str]:
 def natural_gradient_problems(config: Any, failed: set[str]) -> list[str]:
     """What GeTRPO and GeVMPO cannot run with: their policy takes one natural-gradient step per
     update, with no optimizer of its own, so GePPO's settings of its clipped steps are refused
-    away from their defaults (``failed``: settings already refused by their own rule)."""
+    away from their defaults (``failed``: those already refused by their own rule)."""
     name = config.algo_class.__name__
     problems = [
         f"`{setting}={getattr(config, setting)!r}` sets GePPO's clipped minibatch steps of the "
         f"policy; {name}'s policy takes one natural-gradient step, sized by delta = eps^2 / 2 "
         "(`clip_param` sets eps), with no lr, entropy bonus or gradient clip; its critic takes "
         f"Adam steps of `vf_lr`, unclipped. Fix: leave it at {DEFAULTS[setting]!r}."
-        for setting in CLIPPED_STEP_SETTINGS
-        if setting not in failed and not _same(getattr(config, setting), DEFAULTS[setting])
+        for setting in _changed(config, CLIPPED_STEP_SETTINGS, failed)
     ]
     if config.adaptive_lr:
         problems.append(
@@ -571,6 +569,12 @@ def module_specs(config: Any) -> dict[Any, Any]:
 def is_geppo_module(module_spec: Any) -> bool:
     """Whether ``module_spec`` (or its absence) builds GePPO's own RLModule."""
     return getattr(module_spec, "module_class", None) in (None, GePPOTorchRLModule)
+
+
+def _changed(config: Any, settings: Sequence[str], failed: set[str]) -> list[str]:
+    """Those of ``settings`` that ``config`` sets away from their defaults, less those already
+    refused by their own rule (``failed``)."""
+    return [s for s in settings if s not in failed and not _same(getattr(config, s), DEFAULTS[s])]
 
 
 def _same(value, default) -> bool:

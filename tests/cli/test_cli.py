@@ -26,6 +26,7 @@ from rllib_geppo.cli.outcomes import actor_lost, exit_status
 from rllib_geppo.cli.resume import complete_checkpoints
 from rllib_geppo.cli.stranded import StrandedTrials, shortfall
 from rllib_geppo.records.checkpoint_manifest import write_manifest
+from rllib_geppo.records.trial_record import experiment_of
 
 from envs import TupleActionEnv
 from helpers import REPO
@@ -289,7 +290,7 @@ def test_a_trial_that_sampled_no_env_step_has_failed(tiny_run):
     assert "it sampled no env step: every sample failed" in line
     assert "RuntimeError: the simulator is broken" in proc.stdout + proc.stderr  # the EnvRunner's error
     # The exit status reads the same status: 1 for this trial alone, as for one that raised.
-    trials = {str(t).split("_")[0]: t for t in ExperimentAnalysis(str(results_dir / "tiny")).trials}
+    trials = {experiment_of(str(t)): t for t in ExperimentAnalysis(str(results_dir / "tiny")).trials}
     assert trials["nothing-sampled"].status == "TERMINATED"  # Tune's status
     assert exit_status("resume", [trials["nothing-sampled"]], None, None) == 1
     assert exit_status("resume", [trials["geppo"], trials["old-stack"]], None, None) == 0
