@@ -34,6 +34,9 @@ Weight syncs, the driver's own work and start-up are left out of the predictions
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import logging
 import os

@@ -20,6 +20,9 @@ Nothing is learned or timed; the figures depend only on the checkpoint.
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import logging
 

@@ -29,6 +29,9 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # numpy's BLAS on one thread, as in a Ray actor
 
+import rllib_geppo  # noqa: E402, F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

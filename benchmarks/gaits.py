@@ -17,6 +17,9 @@ Nothing is timed; each trial takes a few seconds on one core.
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import math
 from collections import defaultdict

@@ -28,6 +28,9 @@ side in one run, are the figures to compare.
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import statistics
 import time

@@ -28,6 +28,9 @@ between runs; the ratios, measured side by side in one run, are the figures to c
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import math
 import statistics

@@ -29,6 +29,9 @@ the ``torch.compile`` setting is GePPO's only.
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import dataclasses
 import logging

@@ -24,6 +24,9 @@ after a stop.
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import logging
 from pathlib import Path

@@ -25,6 +25,9 @@ With a GPU the training rows use one remote GPU learner; otherwise the local CPU
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import logging
 import os

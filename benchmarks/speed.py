@@ -19,6 +19,9 @@ seconds per 1,000 env steps, and the ratio of env steps/s to SB3 PPO's.
 
 from __future__ import annotations
 
+import rllib_geppo  # noqa: F401 - first: it sets MUJOCO_GL before RLlib loads dm-control
+
+# isort: split
 import argparse
 import logging
 import time

@@ -73,3 +73,20 @@ def test_a_benchmark_imports_and_runs_only_as_a_script(path: Path, benchmarks_on
         if other != path and path.stem in imported_names(ast.parse(other.read_text()))
     ]
     assert users, f'{path.name} has neither a main function nor an `if __name__ == "__main__":` block'
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda path: path.name)
+def test_a_benchmark_imports_the_package_before_ray(path: Path):
+    """The package sets ``MUJOCO_GL`` on a machine without a display before RLlib imports
+    dm-control, which would print a GLFW warning otherwise (``tests/sampling/test_dmc.py``), so a
+    script imports it first."""
+    imported = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            imported += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.append(node.module.split(".")[0])
+    if "ray" in imported:
+        assert "rllib_geppo" in imported[: imported.index("ray")], (
+            f"import rllib_geppo before ray in {path.name}"
+        )
