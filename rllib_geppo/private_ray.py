@@ -238,6 +238,10 @@ TUNE_RESUME = PrivateNames(
         "ray.tune.experiment.trial:Trial.run_metadata",
         "ray.tune.experiment.trial:Trial.storage",
         "ray.tune.experiment.trial:Trial.get_json_state",
+        "ray.tune.experiment.trial:Trial.on_checkpoint",
+        "ray.train._internal.checkpoint_manager:_CheckpointManager.latest_checkpoint_result",
+        "ray.train._internal.checkpoint_manager:_CheckpointManager.best_checkpoint_results",
+        "ray.train._internal.storage:StorageContext.current_checkpoint_index",
     ),
     why="the command line's --resume: Tune saves a run's state every 10 s or more, so after a "
     "SIGKILL it may name an older checkpoint of a trial than the newest on disk, or hold as "
