@@ -31,14 +31,14 @@ def has_main_guard(tree: ast.Module) -> bool:
     )
 
 
-def imported_names(tree: ast.Module) -> set[str]:
-    """The top-level module names ``tree`` imports."""
-    names = set()
+def imported_names(tree: ast.Module) -> list[str]:
+    """The top-level package names ``tree`` imports, the module's own statements first, in order."""
+    names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names += [alias.name.split(".")[0] for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
+            names.append(node.module.split(".")[0])
     return names
 
 
@@ -80,12 +80,7 @@ def test_a_benchmark_imports_the_package_before_ray(path: Path):
     """The package sets ``MUJOCO_GL`` on a machine without a display before RLlib imports
     dm-control, which would print a GLFW warning otherwise (``tests/sampling/test_dmc.py``), so a
     script imports it first."""
-    imported = []
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Import):
-            imported += [alias.name.split(".")[0] for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            imported.append(node.module.split(".")[0])
+    imported = imported_names(ast.parse(path.read_text()))
     if "ray" in imported:
         assert "rllib_geppo" in imported[: imported.index("ray")], (
             f"import rllib_geppo before ray in {path.name}"
