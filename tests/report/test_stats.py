@@ -103,6 +103,18 @@ def test_the_grid_holds_every_knot_within_range():
     assert aligned(curves, 3000).index.tolist() == [1500, 2000, 3000]
 
 
+def test_the_grid_starts_at_the_first_shared_step_when_curves_meet_only_late():
+    """Curves meet at a step late in training (8,000): the grid still starts where every curve
+    first has a value (2,000), not at the late meeting point, so the average spans training."""
+    curves = {
+        "a": pd.Series([0.0, 10.0, 20.0, 80.0, 90.0], [1000.0, 3000.0, 5000.0, 8000.0, 9000.0]),
+        "b": pd.Series([0.0, 10.0, 20.0, 80.0, 90.0], [2000.0, 4000.0, 6000.0, 8000.0, 9500.0]),
+    }
+    grid = aligned(curves, 9000)
+    assert grid.index.tolist() == [2000, 3000, 4000, 5000, 6000, 8000, 9000]
+    assert grid["b"].tolist() == pytest.approx([0.0, 5.0, 10.0, 15.0, 20.0, 80.0, 80.0 + 20 / 3])
+
+
 def test_return_at_time_is_empty_when_runs_share_no_window_of_time():
     fast = pd.Series([-900.0, -800.0, -800.0], index=[0.2, 0.4, 2.5])  # returns against seconds
     slow = pd.Series([-700.0, -600.0], index=[1.0, 2.0])
