@@ -33,9 +33,9 @@ def aligned(curves: Mapping[Hashable, pd.Series], end: float) -> pd.DataFrame:
     """The curves on one grid, one column per curve (named by the mapping's keys): every point any
     of them reported from the first where all have a finite value up to ``end``, and ``end``
     itself. Empty when some curve starts after ``end`` (no span is shared)."""
-    # concat lists the union of the steps unsorted (each curve's new steps after the previous
-    # curves'), and first_valid_index follows that order: sort before asking.
-    frame = pd.concat(curves, axis=1).sort_index()
+    # Sorted: unsorted, the union lists each curve's new steps after the previous curves', and
+    # first_valid_index, which follows that order, could name a late step.
+    frame = pd.concat(curves, axis=1, sort=True)
     start = frame.apply(pd.Series.first_valid_index).max()
     return with_points(frame, [end]).loc[start:end]
 
